@@ -1,0 +1,193 @@
+"""The command line: parse options, call ``preflight.commands``, print, exit.
+
+Exit codes (stable):
+  0  every error-severity rule passed (warnings allowed unless --strict)
+  1  at least one error-severity rule failed or could not be evaluated
+  2  usage error, or a bad rule, facts or fixture file
+  3  internal error in preflight (a bug: please report it)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import List, Optional
+
+import click
+
+from preflight import __version__
+from preflight.errors import EXIT_INTERNAL, EXIT_USAGE, PreflightError
+
+_PROFILES = ("train", "inference", "node")
+
+
+def _split(values) -> List[str]:
+    """Repeatable options that also take comma-separated lists: --select gpu,driver."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _warn(message: str) -> None:
+    click.echo("preflight: warning: %s" % message, err=True)
+
+
+def _use_color(choice: str) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return sys.stdout.isatty()
+
+
+_probe_options = [
+    click.option("--python", "python", metavar="PATH",
+                 help="Probe this interpreter's environment (the training environment) instead of preflight's own."),
+    click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
+                 help="Replay a recorded machine's NVML answers (nvml-fixture/1 JSON) instead of asking the driver. "
+                      "[env: PREFLIGHT_NVML_FIXTURE]"),
+    click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS",
+                 help="Deadline for all probing; a probe that has not answered by then is reported unknown."),
+    click.option("--no-cache", is_flag=True, help="Ask torch for its GPU architectures again instead of using the cache."),
+    click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
+                 help="Add or override rules from a .toml file or a folder of them (repeatable)."),
+]
+
+
+def _with(options):
+    def decorate(function):
+        for option in reversed(options):
+            function = option(function)
+        return function
+    return decorate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="preflight")
+def cli() -> None:
+    """Find what will make a GPU training or inference job fail, before it starts.
+
+    Exit codes: 0 passed, 1 a check failed, 2 bad usage or input file, 3 internal error.
+    """
+
+
+@cli.command()
+@click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True,
+              help="train and inference check the job's environment; node checks hardware and driver only.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too.")
+@click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
+@click.option("--select", multiple=True, metavar="ID",
+              help="Run only these rules: an id or a dotted prefix (gpu selects gpu.*); repeatable or comma-separated.")
+@click.option("--ignore", multiple=True, metavar="ID", help="Skip these rules (id or prefix); the more specific selector wins.")
+@click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE",
+              help="Change a threshold without editing files, e.g. --set driver.version.min=535 --set gpu.memory.min=24GB.")
+@click.option("--facts", "facts_file", metavar="FILE",
+              help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin).")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
+@_with(_probe_options)
+def check(profile, output_format, strict, quiet, select, ignore, settings, facts_file, color, python, nvml_fixture,
+          timeout, no_cache, rules_paths) -> int:
+    """Check this machine and environment against the rules; print a report with a fix for every problem."""
+    from preflight import commands
+
+    options = commands.CheckOptions(
+        profile=profile, rules_paths=list(rules_paths), select=_split(select), ignore=_split(ignore),
+        settings=list(settings), facts_file=facts_file, python=python, nvml_fixture=nvml_fixture, timeout=timeout,
+        use_cache=not no_cache, strict=strict,
+    )
+    report = commands.check(options, warn=_warn)
+    if output_format == "json":
+        from preflight.render import json_report
+
+        click.echo(json_report.render(report))
+    else:
+        from preflight.render import text
+
+        click.echo(text.render(report, quiet=quiet, color=_use_color(color)))
+    return report.exit_code
+
+
+@cli.command()
+@click.option("--list", "list_facts", is_flag=True, help="List the facts rules can read instead of collecting them.")
+@_with(_probe_options)
+def facts(list_facts, python, nvml_fixture, timeout, no_cache, rules_paths) -> int:
+    """Print everything the probes see, as JSON (save it and replay it with 'check --facts FILE')."""
+    if list_facts:
+        from preflight.facts.catalog import FACTS
+
+        width = max(len(path) for path in FACTS)
+        for fact in FACTS.values():
+            click.echo("%s  %-8s  %-7s  %s" % (fact.path.ljust(width), fact.kind, "per-GPU" if fact.per_gpu else "",
+                                               fact.description))
+        return 0
+    from preflight import commands
+    from preflight.facts import snapshot
+
+    options = commands.CheckOptions(rules_paths=list(rules_paths), python=python, nvml_fixture=nvml_fixture,
+                                    timeout=timeout, use_cache=not no_cache)
+    click.echo(snapshot.dumps(commands.facts(options, warn=_warn)))
+    return 0
+
+
+@cli.command("rules")
+@click.option("--profile", type=click.Choice(_PROFILES), help="Only the rules of this profile.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
+              show_default=True)
+@click.option("--rules", "rules_paths", multiple=True, metavar="PATH", help="Add or override rules (repeatable).")
+def list_rules(profile, output_format, rules_paths) -> int:
+    """List the rules (the defaults plus any --rules)."""
+    from preflight import commands
+    from preflight.render import rules_doc
+
+    ruleset = commands.load_rules(list(rules_paths), warn=_warn)
+    rules = [r for r in ruleset.rules.values() if profile is None or profile in r.profiles]
+    render = {"text": rules_doc.list_text, "json": rules_doc.list_json, "markdown": rules_doc.markdown}[output_format]
+    click.echo(render(rules), nl=output_format != "markdown")
+    return 0
+
+
+@cli.command()
+@click.argument("rule_id")
+@click.option("--rules", "rules_paths", multiple=True, metavar="PATH", help="Add or override rules (repeatable).")
+def explain(rule_id, rules_paths) -> int:
+    """Show one rule in full: what it checks, why, its source and its fix."""
+    from preflight import commands
+    from preflight.render import rules_doc
+
+    ruleset = commands.load_rules(list(rules_paths), warn=_warn)
+    click.echo(rules_doc.explain(ruleset.get(rule_id)))
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    try:
+        code = cli.main(args=argv, prog_name="preflight", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code  # 2 for usage errors
+    except click.Abort:
+        click.echo("preflight: interrupted", err=True)
+        code = 130
+    except PreflightError as exc:
+        click.echo("preflight: error: %s" % exc, err=True)
+        code = EXIT_USAGE
+    except KeyboardInterrupt:
+        click.echo("preflight: interrupted", err=True)
+        code = 130
+    except Exception as exc:  # a bug: say so plainly, traceback only on request
+        if os.environ.get("PREFLIGHT_DEBUG"):
+            raise
+        click.echo("preflight: internal error: %s: %s\n  This is a bug in preflight; rerun with PREFLIGHT_DEBUG=1 "
+                   "for the traceback and report it." % (type(exc).__name__, exc), err=True)
+        code = EXIT_INTERNAL
+    _exit(code if isinstance(code, int) else 0)
+
+
+def _exit(code: int) -> None:
+    collect = sys.modules.get("preflight.facts.collect")
+    if collect is not None and collect.abandoned_probes():
+        # A probe thread is stuck in a library call: leave without waiting for it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

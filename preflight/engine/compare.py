@@ -1,0 +1,460 @@
+"""The comparisons a rule can make: a small, fixed, typed vocabulary.
+
+Each comparison declares the fact kinds it applies to and the parameters it
+takes, parses those parameters (so a bad threshold fails when the rule file is
+loaded, not during a check), evaluates an observed value to pass / warn /
+fail, and describes what it expects in words.
+
+Two-tier thresholds: below ``min`` fails, below ``recommended`` warns.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from preflight import units
+
+PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
+
+
+class Verdict:
+    def __init__(self, status: str, observed: str, details: Optional[Dict[str, Any]] = None) -> None:
+        self.status = status
+        self.observed = observed
+        self.details = details or {}
+
+
+class Param:
+    def __init__(self, parse: Callable[[Any], Any], description: str) -> None:
+        self.parse = parse
+        self.description = description
+
+
+# --- parameter parsers ------------------------------------------------------------
+
+def _version(raw: Any) -> Version:
+    if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
+        raise ValueError("expected a version such as 535 or 12.4, got %r" % (raw,))
+    try:
+        return Version(str(raw))
+    except InvalidVersion:
+        raise ValueError("%r is not a version" % (raw,))
+
+
+def _number(raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise ValueError("expected a number, got %r" % (raw,))
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise ValueError("expected a number, got %r" % (raw,))
+
+
+def _bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise ValueError("expected true or false, got %r" % (raw,))
+
+
+def _strings(raw: Any) -> List[str]:
+    if isinstance(raw, str):
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    if isinstance(raw, list) and all(isinstance(item, (str, int, float)) and not isinstance(item, bool) for item in raw):
+        return [str(item) for item in raw]
+    raise ValueError("expected a list of strings, got %r" % (raw,))
+
+
+def _regex(raw: Any) -> "re.Pattern[str]":
+    if not isinstance(raw, str):
+        raise ValueError("expected a regular expression string, got %r" % (raw,))
+    try:
+        return re.compile(raw)
+    except re.error as exc:
+        raise ValueError("%r is not a valid regular expression: %s" % (raw, exc))
+
+
+def value_text(raw: Any) -> str:
+    if isinstance(raw, list):
+        return ", ".join(str(item) for item in raw)
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    return str(raw)
+
+
+# --- comparisons ------------------------------------------------------------------
+
+class Comparison:
+    name = ""
+    kinds: Tuple[str, ...] = ()
+    params: Dict[str, Param] = {}
+    required_params: Tuple[str, ...] = ()
+    details: Tuple[str, ...] = ()
+    summary = ""
+
+    def parse_param(self, key: str, raw: Any) -> Any:
+        return self.params[key].parse(raw)
+
+    def check(self, params: Mapping[str, Any], enum_values: Tuple[str, ...]) -> None:
+        """Cross-checks of a rule's parameters; raises ValueError."""
+        missing = [key for key in self.required_params if key not in params]
+        if missing:
+            raise ValueError("comparison '%s' needs %s" % (self.name, " and ".join(repr(m) for m in missing)))
+
+    def evaluate(self, value: Any, params: Mapping[str, Any], texts: Mapping[str, str],
+                 labels: Mapping[str, str]) -> Verdict:
+        raise NotImplementedError
+
+    def expected(self, params: Mapping[str, Any], texts: Mapping[str, str]) -> str:
+        raise NotImplementedError
+
+
+class _Threshold(Comparison):
+    """min / recommended / max on an ordered value."""
+
+    details = ("min", "recommended", "max")
+
+    def convert(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def show(self, value: Any, texts: Mapping[str, str]) -> str:
+        return str(value)
+
+    def check(self, params, enum_values) -> None:
+        if not any(key in params for key in ("min", "recommended", "max")):
+            raise ValueError("comparison '%s' needs at least one of 'min', 'recommended', 'max'" % self.name)
+        if "min" in params and "recommended" in params and params["recommended"] < params["min"]:
+            raise ValueError("'recommended' (%s) is below 'min' (%s)" % (params["recommended"], params["min"]))
+
+    def evaluate(self, value, params, texts, labels) -> Verdict:
+        if value is None:
+            return Verdict(FAIL, "not available")
+        try:
+            observed = self.convert(value)
+        except ValueError as exc:
+            return Verdict(ERROR, str(value), {"problem": str(exc)})
+        shown = self.show(value, texts)
+        if "min" in params and observed < params["min"]:
+            return Verdict(FAIL, shown)
+        if "max" in params and observed > params["max"]:
+            return Verdict(FAIL, shown)
+        if "recommended" in params and observed < params["recommended"]:
+            return Verdict(WARN, shown)
+        return Verdict(PASS, shown)
+
+    def expected(self, params, texts) -> str:
+        hard = []
+        if "min" in params:
+            hard.append(">= %s" % texts["min"])
+        if "max" in params:
+            hard.append("<= %s" % texts["max"])
+        if "recommended" in params:
+            hard.append("recommended >= %s" % texts["recommended"])
+        return ", ".join(hard)
+
+
+class VersionComparison(_Threshold):
+    name = "version"
+    kinds = ("version",)
+    summary = "compares versions (PEP 440 ordering: 535.104.05 > 535 > 530.30.02)"
+    params = {
+        "min": Param(_version, "below this fails"),
+        "recommended": Param(_version, "below this warns"),
+        "max": Param(_version, "above this fails"),
+    }
+
+    def convert(self, value):
+        try:
+            return Version(str(value))
+        except InvalidVersion:
+            raise ValueError("%r is not a version" % (value,))
+
+
+class NumberComparison(_Threshold):
+    name = "number"
+    kinds = ("number",)
+    summary = "compares numbers"
+    params = {
+        "min": Param(_number, "below this fails"),
+        "recommended": Param(_number, "below this warns"),
+        "max": Param(_number, "above this fails"),
+    }
+
+    def convert(self, value):
+        return _number(value)
+
+    def show(self, value, texts):
+        number = _number(value)
+        return str(int(number)) if number == int(number) else str(number)
+
+
+class BytesComparison(_Threshold):
+    name = "bytes"
+    kinds = ("bytes",)
+    summary = "compares sizes; thresholds take units: 12GB = 12*10^9 bytes, 16GiB = 16*2^30 bytes"
+    params = {
+        "min": Param(units.parse_bytes, "below this fails"),
+        "recommended": Param(units.parse_bytes, "below this warns"),
+        "max": Param(units.parse_bytes, "above this fails"),
+    }
+
+    def convert(self, value):
+        return units.parse_bytes(value)
+
+    def show(self, value, texts):
+        binary = any(units.uses_binary_units(text) for text in texts.values())
+        if binary:
+            return units.format_bytes(value, binary=True)
+        return "%s (%s)" % (units.format_bytes(value, binary=False), units.format_bytes(value, binary=True))
+
+
+class BoolComparison(Comparison):
+    name = "bool"
+    kinds = ("bool",)
+    summary = "a yes/no fact must equal 'expected'"
+    params = {"expected": Param(_bool, "the value that passes")}
+    required_params = ("expected",)
+
+    def evaluate(self, value, params, texts, labels):
+        if value is None:
+            return Verdict(FAIL, "not available")
+        shown = labels.get(value_text(bool(value)), value_text(bool(value)))
+        return Verdict(PASS if bool(value) == params["expected"] else FAIL, shown)
+
+    def expected(self, params, texts):
+        return value_text(params["expected"])
+
+
+class InComparison(Comparison):
+    name = "in"
+    kinds = ("enum", "string", "version", "number")
+    summary = "the value must be one of 'expected'; one of 'tolerated' only warns"
+    params = {
+        "expected": Param(_strings, "values that pass"),
+        "tolerated": Param(_strings, "values that warn"),
+    }
+    required_params = ("expected",)
+    details = ("expected_first",)
+
+    def check(self, params, enum_values):
+        super().check(params, enum_values)
+        if enum_values:
+            for key in ("expected", "tolerated"):
+                unknown = [v for v in params.get(key, []) if v not in enum_values]
+                if unknown:
+                    raise ValueError("'%s' lists %s, which this fact never takes (it takes: %s)"
+                                     % (key, ", ".join(repr(u) for u in unknown), ", ".join(enum_values)))
+
+    def evaluate(self, value, params, texts, labels):
+        text = value_text(value) if value is not None else "none"
+        shown = labels.get(text, text)
+        details = {"expected_first": params["expected"][0] if params["expected"] else ""}
+        if text in params["expected"]:
+            return Verdict(PASS, shown, details)
+        if text in params.get("tolerated", []):
+            return Verdict(WARN, shown, details)
+        return Verdict(FAIL, shown, details)
+
+    def expected(self, params, texts):
+        values = params["expected"]
+        return values[0] if len(values) == 1 else "one of: %s" % ", ".join(values)
+
+
+class PatternComparison(Comparison):
+    name = "pattern"
+    kinds = ("string", "enum", "version")
+    summary = "the value must match the regular expression 'pattern' (re.search)"
+    params = {"pattern": Param(_regex, "regular expression the value must match")}
+    required_params = ("pattern",)
+
+    def evaluate(self, value, params, texts, labels):
+        if value is None:
+            return Verdict(FAIL, "not available")
+        text = value_text(value)
+        return Verdict(PASS if params["pattern"].search(text) else FAIL, labels.get(text, text))
+
+    def expected(self, params, texts):
+        return "matches /%s/" % texts["pattern"]
+
+
+class EmptyComparison(Comparison):
+    name = "empty"
+    kinds = ("list",)
+    summary = "the list (of problems) must be empty"
+    params: Dict[str, Param] = {}
+
+    def evaluate(self, value, params, texts, labels):
+        items = list(value or [])
+        return Verdict(FAIL if items else PASS, "; ".join(str(i) for i in items) or "none")
+
+    def expected(self, params, texts):
+        return "none"
+
+
+class ExcludesComparison(Comparison):
+    name = "excludes"
+    kinds = ("list",)
+    summary = "the list must hold none of 'forbidden' (fails) and none of 'discouraged' (warns)"
+    params = {
+        "forbidden": Param(_strings, "any of these present fails"),
+        "discouraged": Param(_strings, "any of these present warns"),
+    }
+    details = ("found",)
+
+    def check(self, params, enum_values):
+        if "forbidden" not in params and "discouraged" not in params:
+            raise ValueError("comparison 'excludes' needs 'forbidden' or 'discouraged'")
+
+    def evaluate(self, value, params, texts, labels):
+        items = [str(i) for i in (value or [])]
+        bad = [i for i in items if i in params.get("forbidden", [])]
+        poor = [i for i in items if i in params.get("discouraged", [])]
+        shown = ", ".join(labels.get(i, i) for i in items) or "none"
+        found = ", ".join(bad + poor) or "none"
+        status = FAIL if bad else WARN if poor else PASS
+        return Verdict(status, shown, {"found": found})
+
+    def expected(self, params, texts):
+        listed = params.get("forbidden", []) + params.get("discouraged", [])
+        return "none of: %s" % ", ".join(listed)
+
+
+# --- packages --------------------------------------------------------------------
+
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*?)\s*$")
+
+
+class PackageSpec:
+    """One package a rule needs: how to find it and how to install it."""
+
+    def __init__(self, name: str, import_name: str, dists: List[str], pip: str,
+                 specifier: Optional[SpecifierSet] = None) -> None:
+        self.name = name
+        self.import_name = import_name
+        self.dists = dists
+        self.pip = pip
+        self.specifier = specifier
+
+    def probe_request(self) -> Dict[str, Any]:
+        return {"name": self.name, "import": self.import_name, "dists": self.dists}
+
+
+def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> PackageSpec:
+    match = _REQUIREMENT.match(text)
+    if not match:
+        raise ValueError("%r is not a package name (optionally with a version such as numpy>=1.18)" % (text,))
+    name, spec_text = match.groups()
+    try:
+        specifier = SpecifierSet(spec_text) if spec_text else None
+    except InvalidSpecifier:
+        raise ValueError("%r: %r is not a version specifier" % (text, spec_text))
+    info = known.get(name, {})
+    import_name = info.get("import") or name.lower().replace("-", "_")
+    dists = list(info.get("dists") or [name])
+    pip = info.get("pip") or name + (spec_text or "")
+    return PackageSpec(name, import_name, dists, pip, specifier)
+
+
+_PACKAGE_KEYS = {"import", "dists", "pip"}
+
+
+def _package_table(raw: Any) -> Dict[str, Dict[str, Any]]:
+    if not isinstance(raw, dict):
+        raise ValueError("'packages' must be a table of package name -> {import, dists, pip}")
+    for name, info in raw.items():
+        if not isinstance(info, dict):
+            raise ValueError("packages.%s must be a table with 'import', 'dists' and/or 'pip'" % name)
+        unknown = set(info) - _PACKAGE_KEYS
+        if unknown:
+            raise ValueError("packages.%s: unknown key(s) %s (known: import, dists, pip)" % (name, ", ".join(sorted(unknown))))
+        if "dists" in info:
+            info["dists"] = _strings(info["dists"])
+    return raw
+
+
+class PresentComparison(Comparison):
+    name = "present"
+    kinds = ("packages",)
+    summary = "every package in 'required' must be importable (fails), every one in 'recommended' too (warns)"
+    params = {
+        "required": Param(_strings, "packages that must be present (name, optionally with a version: numpy>=1.18)"),
+        "recommended": Param(_strings, "packages whose absence warns"),
+        "packages": Param(_package_table, "how to find and install packages whose import or pip name differs"),
+    }
+    details = ("missing", "missing_pip", "missing_required", "missing_recommended")
+
+    def check(self, params, enum_values):
+        if not params.get("required") and not params.get("recommended"):
+            raise ValueError("comparison 'present' needs 'required' or 'recommended'")
+        for spec in self.specs(params):  # raises ValueError on a bad name
+            del spec
+
+    def specs(self, params) -> List[PackageSpec]:
+        known = params.get("packages", {})
+        names = params.get("required", []) + params.get("recommended", [])
+        return [parse_requirement(text, known) for text in names]
+
+    def _problem(self, spec: PackageSpec, found: Optional[Mapping[str, Any]]) -> Optional[str]:
+        if not found or not found.get("importable"):
+            if found and found.get("version"):
+                return "%s %s is installed but cannot be imported (no module %r)" % (spec.name, found["version"], spec.import_name)
+            return "%s is missing" % spec.name
+        version = found.get("version")
+        if spec.specifier is not None and version is not None:
+            try:
+                if not spec.specifier.contains(Version(version), prereleases=True):
+                    return "%s %s does not satisfy %s" % (spec.name, version, spec.specifier)
+            except InvalidVersion:
+                return None
+        return None
+
+    def evaluate(self, value, params, texts, labels):
+        value = value or {}
+        known = params.get("packages", {})
+        required = [parse_requirement(t, known) for t in params.get("required", [])]
+        recommended = [parse_requirement(t, known) for t in params.get("recommended", [])]
+        unprobed = [s.name for s in required + recommended if s.name not in value]
+        if unprobed:
+            return Verdict(ERROR, "not probed", {"problem": "the facts do not cover %s (saved before this rule listed them?)"
+                                                             % ", ".join(unprobed)})
+        bad_required = [(s, self._problem(s, value.get(s.name))) for s in required]
+        bad_recommended = [(s, self._problem(s, value.get(s.name))) for s in recommended]
+        bad_required = [(s, p) for s, p in bad_required if p]
+        bad_recommended = [(s, p) for s, p in bad_recommended if p]
+        missing = bad_required + bad_recommended
+        details = {
+            "missing": ", ".join(s.name for s, _ in missing) or "none",
+            "missing_pip": " ".join(shlex.quote(s.pip) for s, _ in missing),
+            "missing_required": ", ".join(s.name for s, _ in bad_required) or "none",
+            "missing_recommended": ", ".join(s.name for s, _ in bad_recommended) or "none",
+        }
+        if not missing:
+            return Verdict(PASS, "all %d present" % (len(required) + len(recommended)), details)
+        parts = [p for _, p in bad_required] + ["%s (optional)" % p for _, p in bad_recommended]
+        return Verdict(FAIL if bad_required else WARN, "; ".join(parts), details)
+
+    def expected(self, params, texts):
+        text = "installed: %s" % ", ".join(params.get("required", [])) if params.get("required") else ""
+        if params.get("recommended"):
+            optional = "recommended: %s" % ", ".join(params["recommended"])
+            text = "%s (%s)" % (text, optional) if text else optional
+        return text
+
+
+COMPARISONS: Dict[str, Comparison] = {c.name: c for c in [
+    VersionComparison(), NumberComparison(), BytesComparison(), BoolComparison(), InComparison(),
+    PatternComparison(), EmptyComparison(), ExcludesComparison(), PresentComparison(),
+]}
+
+
+def param_text(raw: Any) -> str:
+    """How a parameter is shown in messages: as the user wrote it."""
+    if isinstance(raw, dict):
+        return ", ".join(sorted(raw))
+    return value_text(raw)

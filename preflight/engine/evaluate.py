@@ -1,0 +1,108 @@
+"""Evaluate chosen rules against a facts snapshot: pure code, no probing."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Set
+
+from preflight.engine import template
+from preflight.engine.compare import ERROR, FAIL, PASS, WARN
+from preflight.engine.model import Rule
+from preflight.facts.catalog import CONDITIONS, Facts, Unknown
+
+SKIP = "skip"
+STATUSES = (PASS, FAIL, WARN, SKIP, ERROR)
+
+
+class Result:
+    def __init__(self, rule: Rule, status: str, severity: str, subject: str, observed: Any, expected: str,
+                 message: str, fix: Optional[Dict[str, Any]]) -> None:
+        self.rule = rule
+        self.id = rule.id
+        self.status = status
+        self.severity = severity
+        self.subject = subject
+        self.observed = observed
+        self.expected = expected
+        self.message = message
+        self.fix = fix
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "id": self.id, "title": self.rule.title, "status": self.status, "severity": self.severity,
+            "subject": self.subject, "observed": self.observed, "expected": self.expected,
+            "message": self.message, "fix": self.fix,
+        }
+
+
+def probes_needed(rules: List[Rule]) -> Set[str]:
+    needed: Set[str] = set()
+    for rule in rules:
+        needed.update(rule.fact.probes)
+        for condition in rule.conditions():
+            needed.update(CONDITIONS[condition].probes)
+    return needed
+
+
+def evaluate(rules: List[Rule], snapshot: Dict[str, Any], profile: Optional[str]) -> List[Result]:
+    facts = Facts(snapshot)
+    results: List[Result] = []
+    for rule in rules:
+        results.extend(_evaluate_rule(rule, facts, profile))
+    return results
+
+
+def _evaluate_rule(rule: Rule, facts: Facts, profile: Optional[str]) -> List[Result]:
+    params, texts = rule.params_for(profile)
+    severity = rule.severity_for(profile)
+    expected = rule.comparison.expected(params, texts)
+
+    def result(status: str, subject: str, message: str, observed: Any = None, fix=None) -> Result:
+        shown_severity = "warning" if status == WARN else severity
+        return Result(rule, status, shown_severity, subject, observed, expected, message, fix)
+
+    for name in rule.conditions():
+        condition = CONDITIONS[name]
+        try:
+            reason = condition.check(facts)
+        except Unknown as unknown:
+            return [result(ERROR, "system", "cannot tell whether %s: %s" % (condition.description, unknown))]
+        if reason:
+            return [result(SKIP, "system", reason)]
+
+    subjects: List[Any] = [("system", None)]
+    if rule.per_gpu:
+        try:
+            subjects = [("gpu%d" % index, facts.gpu(index)) for index in facts.visible_indices()]
+        except Unknown as unknown:
+            return [result(ERROR, "system", "cannot tell which GPUs are visible: %s" % unknown)]
+
+    results = []
+    for subject, gpu in subjects:
+        try:
+            value, details = rule.fact.read(facts, gpu)
+        except Unknown as unknown:
+            results.append(result(ERROR, subject, "%s is unknown: %s" % (rule.fact.path, unknown)))
+            continue
+        verdict = rule.comparison.evaluate(value, params, texts, rule.labels)
+        variables: Dict[str, Any] = {k: v for k, v in texts.items() if k != "expected"}
+        variables.update(details)
+        variables.update(verdict.details)
+        variables.update(expected=expected, subject=subject, profile=profile or "", rule_id=rule.id, title=rule.title)
+        observed = template.render(verdict.observed, variables)  # labels may name details
+        variables["observed"] = observed
+        if verdict.status == ERROR:
+            message = "cannot compare %s: %s" % (rule.fact.path, verdict.details.get("problem", observed))
+        elif verdict.status == PASS and rule.pass_message:
+            message = template.render(rule.pass_message, variables)
+        elif rule.message:
+            message = template.render(rule.message, variables)
+        elif verdict.status == PASS:
+            message = observed
+        else:
+            message = "%s; expected %s" % (observed, expected)
+        fix = None
+        if verdict.status in (FAIL, WARN):
+            chosen = rule.fix_for(value)
+            fix = chosen.render(variables) if chosen else None
+        results.append(result(verdict.status, subject, message, value, fix))
+    return results

@@ -1,0 +1,393 @@
+"""Every fact a rule can name, and the conditions a rule can require.
+
+A fact has a dotted path (``nvml.driver_version``, ``gpu.memory.total``), a
+kind that decides which comparisons apply, the probes that must run for it,
+and a pure function that reads it from a snapshot. ``gpu.*`` facts are read
+once per visible GPU. Some facts imply conditions: a rule on
+``nvml.driver_version`` is skipped, not failed, when NVML itself is
+unavailable (``nvml.init`` reports that once).
+
+Adding a fact here is all it takes for rule files to use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from preflight.facts import derived
+
+KINDS = ("version", "number", "bytes", "bool", "string", "enum", "list", "packages")
+
+
+class Unknown(Exception):
+    """A fact that could not be known; the message says why."""
+
+
+class Facts:
+    """Read access to one snapshot, raising ``Unknown`` with the reason for what is missing."""
+
+    def __init__(self, snapshot: Dict[str, Any]) -> None:
+        self.snapshot = snapshot
+
+    def section(self, name: str) -> Dict[str, Any]:
+        value = self.snapshot.get(name)
+        if isinstance(value, dict):
+            return value
+        probe = "nvml" if name == "visibility" else name
+        status = (self.snapshot.get("probes") or {}).get(probe)
+        if status and status.get("error"):
+            raise Unknown(status["error"])
+        raise Unknown("the %s probe did not run for this snapshot" % probe)
+
+    def nvml_ok(self) -> bool:
+        return self.section("nvml").get("init", {}).get("status") == "ok"
+
+    def visible_indices(self) -> List[int]:
+        return list(self.section("visibility").get("visible") or [])
+
+    def gpu(self, index: int) -> Dict[str, Any]:
+        for gpu in self.section("nvml").get("gpus") or []:
+            if gpu.get("index") == index:
+                return gpu
+        raise Unknown("GPU %d is not in the NVML facts" % index)
+
+    def torch(self) -> Dict[str, Any]:
+        return self.section("python").get("torch") or {"installed": False}
+
+
+Compute = Callable[[Facts, Optional[Dict[str, Any]]], Any]
+
+
+class Fact:
+    def __init__(self, path: str, kind: str, description: str, probes: Tuple[str, ...], compute: Compute,
+                 per_gpu: bool = False, values: Tuple[str, ...] = (), details: Tuple[str, ...] = (),
+                 implies: Tuple[str, ...] = ()) -> None:
+        assert kind in KINDS, kind
+        self.path = path
+        self.kind = kind
+        self.description = description
+        self.probes = probes
+        self.compute = compute
+        self.per_gpu = per_gpu
+        self.values = values
+        self.details = details
+        self.implies = implies
+
+    def read(self, facts: Facts, gpu: Optional[Dict[str, Any]] = None) -> Tuple[Any, Dict[str, Any]]:
+        """(value, details); raises Unknown."""
+        if self.per_gpu and gpu is not None and gpu.get("lost") and self.path != "gpu.health.problems":
+            raise Unknown("GPU %s is lost; NVML cannot read it" % gpu.get("index"))
+        result = self.compute(facts, gpu)
+        if isinstance(result, tuple):
+            return result
+        return result, {}
+
+
+class Condition:
+    """A named precondition of a rule (``when = [...]``); ``check`` returns None when it holds, else the reason."""
+
+    def __init__(self, name: str, description: str, probes: Tuple[str, ...],
+                 check: Callable[[Facts], Optional[str]]) -> None:
+        self.name = name
+        self.description = description
+        self.probes = probes
+        self.check = check
+
+
+# --- readers -------------------------------------------------------------------
+
+def _path(*keys: str) -> Callable[[Dict[str, Any]], Any]:
+    def read(data: Dict[str, Any]) -> Any:
+        for key in keys:
+            if not isinstance(data, dict):
+                return None
+            data = data.get(key)
+        return data
+    return read
+
+
+def _system(section: str, *keys: str) -> Compute:
+    read = _path(*keys)
+    return lambda facts, gpu: read(facts.section(section))
+
+
+def _per_gpu(*keys: str) -> Compute:
+    read = _path(*keys)
+
+    def compute(facts: Facts, gpu: Optional[Dict[str, Any]]) -> Any:
+        value = read(gpu or {})
+        for field in keys[:1]:
+            if field in (gpu or {}).get("errors", {}):
+                raise Unknown("NVML could not read %s of GPU %s: %s" % (field, gpu.get("index"), gpu["errors"][field]))
+        return value
+    return compute
+
+
+def _gpu_details(gpu: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    gpu = gpu or {}
+    return {"gpu_name": gpu.get("name") or "GPU %s" % gpu.get("index"), "gpu_index": gpu.get("index")}
+
+
+def _nvml_status(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+    init = facts.section("nvml").get("init") or {}
+    error = "%s (%s)" % (init.get("error"), init.get("code")) if init.get("error") else "none"
+    return init.get("status"), {"nvml_error": error, "nvml_message": init.get("message") or ""}
+
+
+def _visible_count(facts: Facts, gpu) -> Tuple[int, Dict[str, Any]]:
+    visibility = facts.section("visibility")
+    shown = visibility.get("cuda_visible_devices")
+    return visibility.get("count", len(visibility.get("visible") or [])), {
+        "cuda_visible_devices": "(unset)" if shown is None else repr(shown),
+        "visibility_notes": "; ".join(visibility.get("notes") or []) or "none",
+        "machine_gpu_count": len(facts.section("nvml").get("gpus") or []),
+    }
+
+
+def _python_executable(facts: Facts) -> str:
+    try:
+        return facts.section("python").get("executable") or "python"
+    except Unknown:
+        return "python"
+
+
+def _torch_build(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+    torch = facts.torch()
+    driver_cuda = None
+    ccs: List[str] = []
+    try:
+        nvml = facts.section("nvml")
+        driver_cuda = nvml.get("cuda_driver_version")
+        ccs = [g.get("compute_capability") for g in nvml.get("gpus") or [] if g.get("compute_capability")]
+    except Unknown:
+        pass
+    wheel = derived.wheel_cuda_for(driver_cuda, ccs)
+    return derived.torch_build(torch), {
+        "torch_version": torch.get("version") or "(not installed)",
+        "torch_cuda": torch.get("cuda") or "none",
+        "index_url": derived.index_url(wheel),
+        "python_executable": _python_executable(facts),
+    }
+
+
+def _cuda_compat(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+    nvml = facts.section("nvml")
+    torch = facts.torch()
+    value, details = derived.cuda_compat(nvml.get("driver_version"), nvml.get("cuda_driver_version"), torch.get("cuda"))
+    if value == "unknown":
+        raise Unknown("cannot read the driver's CUDA version (%r) or torch's (%r)"
+                      % (nvml.get("cuda_driver_version"), torch.get("cuda")))
+    details["python_executable"] = _python_executable(facts)
+    return value, details
+
+
+def _torch_kernels(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+    flags = facts.section("torch_arch").get("flags") or []
+    compat, _ = _cuda_compat(facts, None)
+    value, details = derived.torch_kernels(flags, (gpu or {}).get("compute_capability"),
+                                           compat == "minor_version_compat")
+    if value == "unknown":
+        raise Unknown("NVML gave no compute capability for GPU %s" % (gpu or {}).get("index"))
+    nvml = facts.section("nvml")
+    wheel = derived.wheel_cuda_for(nvml.get("cuda_driver_version"), [(gpu or {}).get("compute_capability")])
+    details.update(_gpu_details(gpu), torch_version=facts.torch().get("version") or "?",
+                   arch_index_url=derived.index_url(wheel), python_executable=_python_executable(facts))
+    return value, details
+
+
+def _health(facts: Facts, gpu) -> Tuple[List[str], Dict[str, Any]]:
+    problems = derived.health_problems(gpu or {})
+    return problems, _gpu_details(gpu)
+
+
+def _mig(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+    selected = facts.section("visibility").get("mig_selected") or []
+    details = _gpu_details(gpu)
+    details["mig_devices"] = ", ".join((gpu or {}).get("mig_devices") or []) or "none listed"
+    return derived.mig_state(gpu or {}, selected), details
+
+
+def _requirements_host(facts: Facts) -> Dict[str, Optional[str]]:
+    nvml = facts.section("nvml")
+    gpus = nvml.get("gpus") or []
+    first = gpus[0] if gpus else {}
+    return {"cuda": nvml.get("cuda_driver_version"), "driver": nvml.get("driver_version"),
+            "arch": first.get("compute_capability"), "brand": first.get("brand")}
+
+
+def _unsatisfied(facts: Facts, gpu) -> Tuple[List[str], Dict[str, Any]]:
+    container = facts.section("container")
+    host = _requirements_host(facts)
+    return derived.unsatisfied_requirements(container, host), {
+        "host_cuda": host["cuda"] or "unknown", "host_driver": host["driver"] or "unknown",
+    }
+
+
+def _missing_capabilities(facts: Facts, gpu) -> Tuple[List[str], Dict[str, Any]]:
+    capabilities = facts.section("container").get("NVIDIA_DRIVER_CAPABILITIES")
+    return derived.missing_capabilities(capabilities), {"driver_capabilities": capabilities or "(unset)"}
+
+
+def _gpu_memory(field: str) -> Compute:
+    base = _per_gpu("memory", field)
+
+    def compute(facts: Facts, gpu) -> Tuple[Any, Dict[str, Any]]:
+        value = base(facts, gpu)
+        details = _gpu_details(gpu)
+        processes = (gpu or {}).get("processes") or []
+        details["gpu_processes"] = ", ".join(
+            "%s (pid %s, %s MiB)" % (p.get("name") or "?", p.get("pid"),
+                                     p["used_memory"] // 2**20 if p.get("used_memory") is not None else "?")
+            for p in processes
+        ) or "none"
+        return value, details
+    return compute
+
+
+def _with_gpu_details(compute: Compute) -> Compute:
+    return lambda facts, gpu: (compute(facts, gpu), _gpu_details(gpu))
+
+
+_NV = ("nvml",)
+_GPU = ("nvml",)
+
+FACTS: Dict[str, Fact] = {fact.path: fact for fact in [
+    # NVML and driver
+    Fact("nvml.init.status", "enum", "outcome of nvmlInit", _NV, _nvml_status,
+         values=("ok", "library_not_found", "driver_not_loaded", "driver_library_mismatch", "no_permission",
+                 "gpu_is_lost", "binding_missing", "other"),
+         details=("nvml_error", "nvml_message")),
+    Fact("nvml.driver_version", "version", "NVIDIA driver version (nvmlSystemGetDriverVersion)", _NV,
+         _system("nvml", "driver_version"), implies=("nvml_ok",)),
+    Fact("nvml.cuda_driver_version", "version", "newest CUDA the driver supports (nvmlSystemGetCudaDriverVersion)",
+         _NV, _system("nvml", "cuda_driver_version"), implies=("nvml_ok",)),
+    Fact("visibility.count", "number", "GPUs a CUDA program will see (CUDA_VISIBLE_DEVICES applied)", _NV,
+         _visible_count, details=("cuda_visible_devices", "visibility_notes", "machine_gpu_count"),
+         implies=("nvml_ok",)),
+    # per GPU
+    Fact("gpu.name", "string", "product name", _GPU, _with_gpu_details(_per_gpu("name")), per_gpu=True,
+         details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.uuid", "string", "GPU UUID", _GPU, _with_gpu_details(_per_gpu("uuid")), per_gpu=True,
+         details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.architecture", "string", "architecture name (ampere, hopper, ...)", _GPU,
+         _with_gpu_details(_per_gpu("architecture")), per_gpu=True, details=("gpu_name", "gpu_index"),
+         implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.compute_capability", "version", "CUDA compute capability (major.minor)", _GPU,
+         _with_gpu_details(_per_gpu("compute_capability")), per_gpu=True, details=("gpu_name", "gpu_index"),
+         implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.memory.total", "bytes", "total GPU memory", _GPU, _gpu_memory("total"), per_gpu=True,
+         details=("gpu_name", "gpu_index", "gpu_processes"), implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.memory.free", "bytes", "free GPU memory", _GPU, _gpu_memory("free"), per_gpu=True,
+         details=("gpu_name", "gpu_index", "gpu_processes"), implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.memory.used", "bytes", "GPU memory in use", _GPU, _gpu_memory("used"), per_gpu=True,
+         details=("gpu_name", "gpu_index", "gpu_processes"), implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.health.problems", "list", "what makes the GPU unfit: lost, uncorrected ECC, row remapping, retired pages",
+         _GPU, _health, per_gpu=True, details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.mig.state", "enum", "MIG mode of the GPU and whether a MIG instance is selected", _GPU, _mig,
+         per_gpu=True, values=("not_supported", "disabled", "instance_selected", "enabled_unselected"),
+         details=("gpu_name", "gpu_index", "mig_devices"), implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.temperature_c", "number", "GPU temperature in degrees Celsius", _GPU,
+         _with_gpu_details(_per_gpu("temperature_c")), per_gpu=True, details=("gpu_name", "gpu_index"),
+         implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.clock_event_reasons", "list", "active clock event (throttle) reasons", _GPU,
+         _with_gpu_details(_per_gpu("clock_event_reasons", "active")), per_gpu=True,
+         details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.persistence_mode", "bool", "persistence mode enabled", _GPU,
+         _with_gpu_details(_per_gpu("persistence_mode")), per_gpu=True, details=("gpu_name", "gpu_index"),
+         implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.ecc_enabled", "bool", "ECC mode currently enabled", _GPU,
+         _with_gpu_details(_per_gpu("ecc_mode", "current")), per_gpu=True, details=("gpu_name", "gpu_index"),
+         implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.torch_kernels", "enum",
+         "how torch runs on the GPU: compiled kernels (sass), PTX JIT (ptx), or not at all (none)",
+         ("nvml", "python", "torch_arch"), _torch_kernels, per_gpu=True,
+         values=("sass", "ptx", "ptx_needs_newer_driver", "none"),
+         details=("gpu_name", "gpu_index", "torch_archs", "gpu_sm", "torch_version", "arch_index_url",
+                  "python_executable"),
+         implies=("nvml_ok", "gpu_visible", "torch_cuda")),
+    # host
+    Fact("host.cpu.count", "number", "CPUs this process may use (affinity and cgroup quota applied)", ("host",),
+         _system("host", "cpu", "count")),
+    Fact("host.memory.total", "bytes", "RAM this process may use (cgroup limit applied)", ("host",),
+         _system("host", "memory", "total")),
+    Fact("host.memory.available", "bytes", "RAM available now (cgroup limit applied)", ("host",),
+         _system("host", "memory", "available")),
+    Fact("host.shm.total", "bytes", "size of /dev/shm", ("host",), _system("host", "shm", "total")),
+    Fact("host.container", "bool", "running inside a container", ("host",), _system("host", "container", "detected")),
+    Fact("host.os", "string", "operating system (Linux, ...)", ("host",), _system("host", "os", "system")),
+    # Python environment
+    Fact("python.version", "version", "interpreter version", ("python",), _system("python", "version")),
+    Fact("python.executable", "string", "interpreter path", ("python",), _system("python", "executable")),
+    Fact("python.venv", "bool", "running in a virtual environment", ("python",), _system("python", "venv")),
+    Fact("python.conda.active", "bool", "conda in use (a conda interpreter or an activated environment)",
+         ("python",), _system("python", "conda", "active")),
+    Fact("python.conda.env_name", "string", "the conda environment in use ('base' for the root one)", ("python",),
+         lambda facts, gpu: (_path("conda", "env_name")(facts.section("python")),
+                             {"conda_prefix": _path("conda", "prefix")(facts.section("python")) or "?"}),
+         details=("conda_prefix",), implies=("conda_active",)),
+    Fact("python.packages", "packages", "installed version and importability of the packages a rule lists",
+         ("python",), lambda facts, gpu: (facts.section("python").get("packages") or {},
+                                         {"python_executable": _python_executable(facts)}),
+         details=("python_executable",)),
+    Fact("torch.build", "enum", "which torch is installed: cuda, cpu, rocm or missing", ("python",), _torch_build,
+         values=("cuda", "cpu", "rocm", "missing"),
+         details=("torch_version", "torch_cuda", "index_url", "python_executable")),
+    Fact("torch.version", "version", "installed torch version", ("python",),
+         lambda facts, gpu: facts.torch().get("version")),
+    Fact("torch.cuda_version", "version", "CUDA version torch was built for (torch.version.cuda)", ("python",),
+         lambda facts, gpu: facts.torch().get("cuda")),
+    Fact("cuda.compat", "enum", "whether the driver runs torch's CUDA build", ("nvml", "python"), _cuda_compat,
+         values=("ok", "minor_version_compat", "driver_too_old"),
+         details=("torch_cuda", "driver_cuda", "driver_version", "required_driver", "compat_driver", "wheel_cuda",
+                  "index_url", "python_executable"),
+         implies=("nvml_ok", "torch_cuda")),
+    # container
+    Fact("container.require.unsatisfied", "list", "NVIDIA_REQUIRE_* variables the host does not satisfy",
+         ("container", "nvml"), _unsatisfied, details=("host_cuda", "host_driver"),
+         implies=("container_require", "nvml_ok")),
+    Fact("container.capabilities.missing", "list", "driver capabilities (compute, utility) the container lacks",
+         ("container",), _missing_capabilities, details=("driver_capabilities",),
+         implies=("container_capabilities",)),
+]}
+
+
+# --- conditions -----------------------------------------------------------------
+
+def _nvml_ok(facts: Facts) -> Optional[str]:
+    status = facts.section("nvml").get("init", {}).get("status")
+    return None if status == "ok" else "NVML is not available (nvml.init: %s)" % status
+
+
+def _gpu_visible(facts: Facts) -> Optional[str]:
+    if _nvml_ok(facts):
+        return _nvml_ok(facts)
+    return None if facts.visible_indices() else "no GPU is visible to CUDA (see gpu.count)"
+
+
+def _conda_active(facts: Facts) -> Optional[str]:
+    return None if _path("conda", "active")(facts.section("python")) else "conda is not in use"
+
+
+def _torch_cuda(facts: Facts) -> Optional[str]:
+    build = derived.torch_build(facts.torch())
+    return None if build == "cuda" else "torch is not a CUDA build (torch.build: %s; see torch.cuda)" % build
+
+
+def _container_require(facts: Facts) -> Optional[str]:
+    return derived.requirements_apply(facts.section("container"))
+
+
+def _container_capabilities(facts: Facts) -> Optional[str]:
+    value = facts.section("container").get("NVIDIA_DRIVER_CAPABILITIES")
+    return None if value is not None else "NVIDIA_DRIVER_CAPABILITIES is not set"
+
+
+CONDITIONS: Dict[str, Condition] = {c.name: c for c in [
+    Condition("nvml_ok", "NVML initialised", ("nvml",), _nvml_ok),
+    Condition("gpu_visible", "at least one GPU is visible to CUDA", ("nvml",), _gpu_visible),
+    Condition("conda_active", "conda is in use", ("python",), _conda_active),
+    Condition("torch_cuda", "torch is installed as a CUDA build", ("python",), _torch_cuda),
+    Condition("container_require", "the environment states NVIDIA_REQUIRE_* or CUDA_VERSION",
+              ("container",), _container_require),
+    Condition("container_capabilities", "NVIDIA_DRIVER_CAPABILITIES is set", ("container",), _container_capabilities),
+]}

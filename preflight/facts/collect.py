@@ -1,0 +1,173 @@
+"""Run the probes a check needs, under one deadline, into one facts snapshot.
+
+Each probe runs in its own daemon thread. The run waits for a probe only as
+long as the deadline allows; a probe that has not answered by then is
+abandoned (a hung ``nvmlInit`` cannot be interrupted, but it no longer holds
+anything up) and its facts are recorded as unknown, with the reason. Helper
+processes (``--python``, torch's architecture list) get the time that is left
+and are killed when it runs out.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+from preflight import __version__
+from preflight.facts.snapshot import SCHEMA
+
+# Every probe a snapshot can hold, in the order they are reported.
+PROBES = ("nvml", "host", "python", "torch_arch", "container")
+
+_abandoned: List[threading.Thread] = []
+
+
+def abandoned_probes() -> bool:
+    """True when a probe thread is still running past the deadline."""
+    return any(thread.is_alive() for thread in _abandoned)
+
+
+class Options:
+    def __init__(self, timeout: float = 10.0, python: Optional[str] = None, nvml_fixture: Optional[str] = None,
+                 packages: Optional[List[Dict[str, Any]]] = None, use_cache: bool = True,
+                 environ: Optional[Mapping[str, str]] = None, nvml_binding=None) -> None:
+        self.timeout = timeout
+        self.python = python
+        self.nvml_fixture = nvml_fixture
+        self.packages = packages or []
+        self.use_cache = use_cache
+        self.environ = os.environ if environ is None else environ
+        self.nvml_binding = nvml_binding  # tests hand in a binding directly
+
+
+class _Task:
+    def __init__(self, name: str, function: Callable[[], Any]) -> None:
+        self.name = name
+        self.result: Any = None
+        self.error: Optional[str] = None
+        self.seconds: Optional[float] = None
+        self._function = function
+        self.thread = threading.Thread(target=self._run, name="preflight-probe-" + name, daemon=True)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        try:
+            self.result = self._function()
+        except Exception as exc:  # a probe must never take the run down with it
+            message = str(exc) or type(exc).__name__
+            self.error = message if type(exc).__name__ == "ProbeError" else "%s: %s" % (type(exc).__name__, message)
+        self.seconds = round(time.monotonic() - started, 4)
+
+
+def collect(probes, options: Options) -> Dict[str, Any]:
+    started = time.monotonic()
+    deadline = started + options.timeout
+
+    def remaining() -> float:
+        return max(0.0, deadline - time.monotonic())
+
+    snapshot: Dict[str, Any] = {
+        "schema": SCHEMA,
+        "preflight_version": __version__,
+        "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "source": "nvml-fixture:%s" % options.nvml_fixture if options.nvml_fixture else "live",
+        "probes": {},
+    }
+    tasks = _start(probes, options, remaining)
+    for name, task in tasks.items():
+        task.thread.join(remaining())
+        _record(snapshot, task, options.timeout)
+
+    if "nvml" in tasks:
+        nvml = snapshot.get("nvml")
+        snapshot["visibility"] = _visibility(nvml, options.environ) if nvml else None
+
+    if "torch_arch" in probes:
+        _collect_torch_arch(snapshot, options, remaining)
+
+    snapshot["seconds"] = round(time.monotonic() - started, 4)
+    return snapshot
+
+
+def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
+    from preflight.probes import container, host, python_env
+
+    plan: Dict[str, Callable[[], Any]] = {}
+    if "nvml" in probes:
+        binding = options.nvml_binding
+        if binding is None and options.nvml_fixture:
+            # Load the fixture here, not in the thread: a bad file is the user's
+            # error (exit 2), not an unknown fact.
+            from preflight.probes import nvml as nvml_probe
+
+            binding = nvml_probe.load_binding(options.nvml_fixture)
+        plan["nvml"] = lambda: _probe_nvml(binding)
+    if "host" in probes:
+        plan["host"] = lambda: host.probe(environ=options.environ)
+    if "python" in probes or "torch_arch" in probes:
+        plan["python"] = lambda: python_env.probe(options.packages, options.python, remaining())
+    if "container" in probes:
+        plan["container"] = lambda: container.probe(options.environ)
+    tasks = {name: _Task(name, function) for name, function in plan.items()}
+    for task in tasks.values():
+        task.thread.start()
+    return tasks
+
+
+def _probe_nvml(binding):
+    from preflight.probes import nvml as nvml_probe
+
+    return nvml_probe.probe(binding)
+
+
+def _record(snapshot: Dict[str, Any], task: _Task, timeout: float) -> None:
+    if task.thread.is_alive():
+        _abandoned.append(task.thread)
+        snapshot[task.name] = None
+        snapshot["probes"][task.name] = {
+            "status": "timeout", "seconds": None,
+            "error": "the %s probe gave no answer within the %.1f s deadline (--timeout)" % (task.name, timeout),
+        }
+    elif task.error is not None:
+        snapshot[task.name] = None
+        snapshot["probes"][task.name] = {"status": "error", "seconds": task.seconds,
+                                         "error": "the %s probe failed: %s" % (task.name, task.error)}
+    else:
+        snapshot[task.name] = task.result
+        snapshot["probes"][task.name] = {"status": "ok", "seconds": task.seconds, "error": None}
+
+
+def _visibility(nvml: Dict[str, Any], environ: Mapping[str, str]) -> Dict[str, Any]:
+    from preflight.probes import visibility
+
+    return visibility.resolve(nvml.get("gpus") or [], environ.get("CUDA_VISIBLE_DEVICES"),
+                              environ.get("CUDA_DEVICE_ORDER"))
+
+
+def _collect_torch_arch(snapshot: Dict[str, Any], options: Options, remaining) -> None:
+    """Ask torch for its architectures only when some visible GPU could use the answer."""
+    torch = (snapshot.get("python") or {}).get("torch") or {}
+    visible = (snapshot.get("visibility") or {}).get("count")
+    if snapshot.get("python") is None:
+        return  # the python probe's own error already explains the unknown
+    if not torch.get("installed") or not torch.get("cuda"):
+        snapshot["torch_arch"] = None
+        snapshot["probes"]["torch_arch"] = {"status": "not_applicable", "seconds": 0.0,
+                                            "error": "torch is not installed as a CUDA build"}
+        return
+    if visible == 0:
+        snapshot["torch_arch"] = None
+        snapshot["probes"]["torch_arch"] = {"status": "not_applicable", "seconds": 0.0,
+                                            "error": "no GPU is visible"}
+        return
+    import sys
+
+    from preflight.probes import torch_arch
+
+    python = options.python or sys.executable
+    task = _Task("torch_arch", lambda: torch_arch.probe(torch, python, remaining(), options.use_cache))
+    task.thread.start()
+    task.thread.join(remaining() + 1.5)  # the helper process is killed at the deadline itself
+    _record(snapshot, task, options.timeout)

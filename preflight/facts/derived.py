@@ -1,0 +1,252 @@
+"""Domain judgements computed from plain facts: pure functions, no probing.
+
+These answer the questions a single threshold cannot: does the driver run
+this torch's CUDA build, does torch have kernels for this GPU, is this GPU
+healthy, does the host meet the image's NVIDIA_REQUIRE_* terms. Each returns
+a value a rule can compare plus the details its message and fix can quote.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from packaging.version import InvalidVersion, Version
+
+from preflight import knowledge
+
+
+def _version(text) -> Optional[Version]:
+    try:
+        return Version(str(text))
+    except (InvalidVersion, TypeError):
+        return None
+
+
+# --- torch build and wheels ---------------------------------------------------
+
+def torch_build(torch: Dict[str, Any]) -> str:
+    """``cuda``, ``cpu``, ``rocm`` or ``missing``: which torch the environment has."""
+    if not torch.get("installed"):
+        return "missing"
+    if torch.get("cuda"):
+        return "cuda"
+    if torch.get("hip"):
+        return "rocm"
+    return "cpu"
+
+
+def wheel_cuda_for(driver_cuda: Optional[str], ccs: Sequence[str] = ()) -> Tuple[int, int]:
+    """The PyTorch CUDA variant to recommend for this driver and these GPUs.
+
+    The newest variant the driver fully supports; Blackwell GPUs (cc >= 10)
+    need cu128 or newer and GPUs older than Turing cu126 or older (CUDA 13
+    dropped them). Without a known driver, cu128 (the oldest variant that
+    covers every current GPU).
+    """
+    fitting = knowledge.newest_wheel_cuda(knowledge.parse_major_minor(driver_cuda)) if driver_cuda else None
+    if driver_cuda:
+        choice = fitting or (11, 8)  # 11.x drivers run cu118 under minor-version compatibility
+    else:
+        choice = (12, 8)
+    parsed = [knowledge.parse_major_minor(cc) for cc in ccs if cc]
+    if any(cc and cc[0] >= 10 for cc in parsed):
+        choice = max(choice, (12, 8))
+    if any(cc and cc < (7, 5) for cc in parsed):
+        choice = min(choice, (12, 6))
+    return choice
+
+
+def index_url(cuda: Tuple[int, int]) -> str:
+    return knowledge.TORCH_WHEEL_INDEX + knowledge.wheel_tag(cuda)
+
+
+# --- driver and CUDA ----------------------------------------------------------
+
+def cuda_compat(driver_version: Optional[str], driver_cuda: Optional[str], torch_cuda: Optional[str]):
+    """Can this driver run a torch built for ``torch_cuda``?
+
+    ``ok``: the driver supports that CUDA release or newer.
+    ``minor_version_compat``: same major release, driver above the family's
+    minor-version-compatibility floor: runs, with a reduced feature set, and
+    only through compiled kernels (no PTX JIT).
+    ``driver_too_old``: it will fail ("CUDA driver version is insufficient").
+    """
+    need = knowledge.parse_major_minor(torch_cuda)
+    have = knowledge.parse_major_minor(driver_cuda)
+    required = knowledge.min_driver_for_cuda(need) if need else None
+    wheel = wheel_cuda_for(driver_cuda)
+    details = {
+        "torch_cuda": torch_cuda, "driver_cuda": driver_cuda, "driver_version": driver_version,
+        "required_driver": required or "a driver newer than this table knows (see NVIDIA's CUDA release notes)",
+        "compat_driver": knowledge.MINOR_VERSION_COMPAT_DRIVER.get(need[0]) if need else None,
+        "wheel_cuda": knowledge.cuda_text(wheel), "index_url": index_url(wheel),
+    }
+    if need is None or have is None:
+        return "unknown", details
+    if have >= need:
+        return "ok", details
+    floor = knowledge.MINOR_VERSION_COMPAT_DRIVER.get(need[0])
+    driver = _version(driver_version)
+    if have[0] == need[0] and floor and driver is not None and driver >= Version(floor):
+        return "minor_version_compat", details
+    return "driver_too_old", details
+
+
+# --- torch kernels for a GPU --------------------------------------------------
+
+_ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")
+
+
+def parse_arch_flag(flag: str):
+    """``sm_86`` -> ("sm", (8, 6), ""); ``compute_90`` -> ("compute", (9, 0), ""); ``sm_100a`` -> ("sm", (10, 0), "a")."""
+    match = _ARCH.match(flag.strip())
+    if not match:
+        return None
+    kind, major, minor, suffix = match.groups()
+    return kind, (int(major), int(minor)), suffix
+
+
+def torch_kernels(arch_flags: Sequence[str], compute_capability: str, minor_version_compat: bool = False):
+    """Does torch have code that runs on a GPU of this compute capability?
+
+    Compiled ``sm_XY`` runs on X.Z when Z >= Y (same major; an ``a`` suffix
+    only on exactly X.Y). Otherwise a ``compute_XY`` PTX entry no newer than
+    the GPU works through JIT compilation by the driver, which a driver that
+    runs this CUDA only under minor-version compatibility cannot do.
+    """
+    cc = knowledge.parse_major_minor(compute_capability)
+    gpu_sm = "sm_%d%d" % cc if cc else "sm_?"
+    details = {"torch_archs": " ".join(arch_flags) or "(none)", "gpu_sm": gpu_sm}
+    if cc is None:
+        return "unknown", details
+    sass = ptx = False
+    for flag in arch_flags:
+        parsed = parse_arch_flag(flag)
+        if not parsed:
+            continue
+        kind, (major, minor), suffix = parsed
+        if kind == "sm":
+            if suffix == "a":
+                sass = sass or (major, minor) == cc
+            else:
+                sass = sass or (major == cc[0] and minor <= cc[1])
+        elif (major, minor) <= cc:
+            ptx = True
+    if sass:
+        return "sass", details
+    if ptx:
+        return ("ptx_needs_newer_driver" if minor_version_compat else "ptx"), details
+    return "none", details
+
+
+# --- GPU health and MIG -------------------------------------------------------
+
+def health_problems(gpu: Dict[str, Any]) -> List[str]:
+    """What makes this GPU unfit to run on; an empty list is healthy."""
+    problems = []
+    if gpu.get("lost"):
+        problems.append("the GPU is lost (fell off the bus; see XID 79 in the kernel log)")
+    ecc = gpu.get("ecc_uncorrected_volatile")
+    if ecc:
+        problems.append("%d uncorrected ECC error(s) since the driver loaded" % ecc)
+    rows = gpu.get("remapped_rows") or {}
+    if rows.get("failure"):
+        problems.append("a row remapping failed (the GPU needs service)")
+    if rows.get("pending"):
+        problems.append("a row remapping is pending (reset the GPU to apply it)")
+    if gpu.get("retired_pages_pending"):
+        problems.append("retired pages are pending (reset the GPU to retire them)")
+    return problems
+
+
+def mig_state(gpu: Dict[str, Any], mig_selected: Sequence[int]) -> str:
+    mode = gpu.get("mig_mode")
+    if mode is None:
+        return "not_supported"
+    if not mode.get("current"):
+        return "disabled"
+    return "instance_selected" if gpu.get("index") in mig_selected else "enabled_unselected"
+
+
+# --- container requirements ---------------------------------------------------
+
+_TERM = re.compile(r"^([a-z]+)(<=|>=|!=|=|<|>)(.+)$")
+_TRUE = ("1", "true", "yes", "on")
+
+
+def requirements_apply(container: Dict[str, Any]) -> Optional[str]:
+    """None when the image states requirements to check, else why not."""
+    if (container.get("NVIDIA_DISABLE_REQUIRE") or "").strip().lower() in _TRUE:
+        return "NVIDIA_DISABLE_REQUIRE is set"
+    if not container.get("requirements") and not container.get("CUDA_VERSION"):
+        return "the environment states no NVIDIA_REQUIRE_* or CUDA_VERSION"
+    return None
+
+
+def effective_requirements(container: Dict[str, Any]) -> Dict[str, str]:
+    """The NVIDIA_REQUIRE_* variables, plus the ``cuda>=X.Y`` that CUDA_VERSION implies without NVIDIA_REQUIRE_CUDA."""
+    requirements = dict(container.get("requirements") or {})
+    cuda = knowledge.parse_major_minor(container.get("CUDA_VERSION"))
+    if "NVIDIA_REQUIRE_CUDA" not in requirements and cuda:
+        requirements["NVIDIA_REQUIRE_CUDA"] = "cuda>=%d.%d" % cuda
+    return requirements
+
+
+def _term_holds(term: str, host: Dict[str, Optional[str]]) -> bool:
+    match = _TERM.match(term.strip())
+    if not match:
+        raise ValueError("cannot read the term %r (expected property, operator, value)" % term)
+    prop, op, wanted = match.groups()
+    if prop not in ("cuda", "driver", "arch", "brand"):
+        return True  # the toolkit ignores properties it does not know
+    have = host.get(prop)
+    if have is None:
+        return False
+    if prop == "brand":
+        left, right = have.lower(), wanted.strip().lower()
+        if op not in ("=", "!="):
+            raise ValueError("brand compares only with = or != in %r" % term)
+    else:
+        left, right = _version(have), _version(wanted.strip())
+        if left is None or right is None:
+            raise ValueError("%r is not a version in %r" % (wanted, term))
+    return {
+        "=": left == right, "!=": left != right, "<": left < right,
+        "<=": left <= right, ">": left > right, ">=": left >= right,
+    }[op]
+
+
+def unsatisfied_requirements(container: Dict[str, Any], host: Dict[str, Optional[str]]) -> List[str]:
+    """Each NVIDIA_REQUIRE_* variable the host fails.
+
+    Inside one value, space-separated alternatives are ORed and the
+    comma-separated terms of an alternative are ANDed (nvidia-container-toolkit).
+    ``host`` has ``cuda`` (the driver's CUDA), ``driver``, ``arch`` (device 0's
+    compute capability) and ``brand`` (device 0's, lowercase).
+    """
+    failed = []
+    for name, value in sorted(effective_requirements(container).items()):
+        alternatives = value.split()
+        try:
+            ok = not alternatives or any(
+                all(_term_holds(term, host) for term in alternative.split(",") if term)
+                for alternative in alternatives
+            )
+        except ValueError as exc:
+            failed.append("%s: %s" % (name, exc))
+            continue
+        if not ok:
+            shown = value if len(value) <= 60 else alternatives[0] + " ..."
+            failed.append("%s=%s" % (name, shown))
+    return failed
+
+
+def missing_capabilities(capabilities: Optional[str]) -> List[str]:
+    """The driver capabilities a CUDA job needs that NVIDIA_DRIVER_CAPABILITIES leaves out."""
+    if capabilities is None:
+        return []
+    given = {word.strip().lower() for word in capabilities.split(",") if word.strip()}
+    if "all" in given:
+        return []
+    return [needed for needed in ("compute", "utility") if needed not in given]

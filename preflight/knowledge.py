@@ -1,0 +1,129 @@
+"""Reference tables from NVIDIA's and PyTorch's documentation.
+
+Each table names its source. Derived facts (``preflight.facts``) use them;
+rules never need to repeat them.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+# Minimum Linux driver for each CUDA toolkit release.
+# Source: NVIDIA CUDA Toolkit release notes, table 3 ("CUDA Toolkit and
+# Corresponding Driver Versions"). There is no CUDA 12.7.
+CUDA_MIN_DRIVER: Dict[Tuple[int, int], str] = {
+    (10, 0): "410.48",
+    (10, 1): "418.39",
+    (10, 2): "440.33",
+    (11, 0): "450.51.06",
+    (11, 1): "455.23",
+    (11, 2): "460.27.03",
+    (11, 3): "465.19.01",
+    (11, 4): "470.42.01",
+    (11, 5): "495.29.05",
+    (11, 6): "510.39.01",
+    (11, 7): "515.43.04",
+    (11, 8): "520.61.05",
+    (12, 0): "525.60.13",
+    (12, 1): "530.30.02",
+    (12, 2): "535.54.03",
+    (12, 3): "545.23.06",
+    (12, 4): "550.54.14",
+    (12, 5): "555.42.02",
+    (12, 6): "560.28.03",
+    (12, 8): "570.26",
+    (12, 9): "575.51.03",
+    (13, 0): "580.65.06",
+}
+
+# CUDA minor-version compatibility: an application built with any CUDA X.y
+# runs on a driver of at least this version (reduced feature set; the GPU's
+# architecture must be in the binary as compiled code, since an older driver
+# cannot JIT-compile newer PTX). CUDA 10.x has no such compatibility.
+# Source: NVIDIA CUDA Compatibility guide, "Minor Version Compatibility".
+MINOR_VERSION_COMPAT_DRIVER: Dict[int, str] = {
+    11: "450.80.02",
+    12: "525.60.13",
+    13: "580",
+}
+
+# CUDA variants that PyTorch publishes wheels for, newest last
+# (https://download.pytorch.org/whl/<tag>).
+TORCH_WHEEL_CUDA: List[Tuple[int, int]] = [
+    (11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0),
+]
+TORCH_WHEEL_INDEX = "https://download.pytorch.org/whl/"
+
+# nvmlDeviceGetBrand values as the container toolkit spells them in
+# NVIDIA_REQUIRE_* terms (brand=tesla, brand=nvidiartx, ...).
+BRAND_NAMES: Dict[int, str] = {
+    0: "unknown", 1: "quadro", 2: "tesla", 3: "nvs", 4: "grid", 5: "geforce",
+    6: "titan", 7: "vapps", 8: "vpc", 9: "vcs", 10: "vws", 11: "cloudgaming",
+    12: "quadrortx", 13: "nvidiartx", 14: "nvidia", 15: "geforcertx",
+    16: "titanrtx",
+}
+
+# nvmlDeviceGetArchitecture values.
+ARCHITECTURE_NAMES: Dict[int, str] = {
+    2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing",
+    7: "ampere", 8: "ada", 9: "hopper", 10: "blackwell",
+}
+
+# nvmlDeviceGetCurrentClocksEventReasons bits (formerly "throttle reasons").
+CLOCK_EVENT_REASONS: Dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+
+def parse_major_minor(text) -> Optional[Tuple[int, int]]:
+    """``"12.4"`` / ``"12.4.1"`` / ``"13"`` -> (12, 4) / (12, 4) / (13, 0); None if not a version."""
+    if text is None:
+        return None
+    parts = str(text).strip().split(".")
+    try:
+        major = int(parts[0])
+        minor = int(parts[1]) if len(parts) > 1 and parts[1] != "" else 0
+    except ValueError:
+        return None
+    return major, minor
+
+
+def cuda_text(version: Tuple[int, int]) -> str:
+    return "%d.%d" % version
+
+
+def cuda_from_nvml(encoded: int) -> str:
+    """nvmlSystemGetCudaDriverVersion's 1000*major + 10*minor -> ``"13.0"``."""
+    return "%d.%d" % (encoded // 1000, (encoded % 1000) // 10)
+
+
+def min_driver_for_cuda(cuda: Tuple[int, int]) -> Optional[str]:
+    """The oldest driver that fully supports CUDA ``cuda``; None if newer than the table."""
+    if cuda in CUDA_MIN_DRIVER:
+        return CUDA_MIN_DRIVER[cuda]
+    newer = [v for v in sorted(CUDA_MIN_DRIVER) if v >= cuda]
+    return CUDA_MIN_DRIVER[newer[0]] if newer else None
+
+
+def wheel_tag(cuda: Tuple[int, int]) -> str:
+    return "cu%d%d" % cuda
+
+
+def newest_wheel_cuda(at_most: Optional[Tuple[int, int]]) -> Optional[Tuple[int, int]]:
+    """Newest PyTorch CUDA variant not newer than ``at_most`` (the driver's CUDA)."""
+    if at_most is None:
+        return None
+    fitting = [v for v in TORCH_WHEEL_CUDA if v <= at_most]
+    return fitting[-1] if fitting else None
+
+
+def clock_event_names(mask: int) -> List[str]:
+    return [name for bit, name in sorted(CLOCK_EVENT_REASONS.items()) if mask & bit]

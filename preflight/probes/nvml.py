@@ -1,0 +1,265 @@
+"""The one door to NVML: the only module that imports ``pynvml``.
+
+``probe(binding)`` asks NVML everything the rules may need and returns plain
+data. ``binding`` is the ``pynvml`` module of nvidia-ml-py, or a replay of a
+recorded machine (``nvml_replay.ReplayBinding``) that answers the same calls
+and raises the same ``pynvml.NVMLError_*`` classes.
+
+"Not supported" is a value here (``None``, listed under ``unsupported``), never
+a failure. Any other error of one query is recorded under ``errors`` and the
+rest of the GPU is still read.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Dict, List, Optional
+
+from preflight import knowledge
+
+# NVML error classes whose meaning is "this query does not apply here".
+_NOT_SUPPORTED = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
+
+# What a failed nvmlInit means, keyed by the pynvml exception class.
+INIT_ERROR_KINDS = {
+    "NVMLError_LibraryNotFound": "library_not_found",
+    "NVMLError_DriverNotLoaded": "driver_not_loaded",
+    "NVMLError_LibRmVersionMismatch": "driver_library_mismatch",
+    "NVMLError_NoPermission": "no_permission",
+    "NVMLError_GpuIsLost": "gpu_is_lost",
+}
+
+
+class BindingMissing(Exception):
+    """nvidia-ml-py cannot be imported."""
+
+
+def import_pynvml():
+    """Import nvidia-ml-py's ``pynvml``, quietly.
+
+    The deprecated ``pynvml`` PyPI package warns on import (or shadows the
+    official module); that warning is not the user's concern during a check.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pynvml
+    except ImportError as exc:  # pragma: no cover - dependency missing
+        raise BindingMissing(str(exc))
+    return pynvml
+
+
+def load_binding(fixture_path: Optional[str] = None):
+    """The real library, or a replay of ``fixture_path``."""
+    pynvml = import_pynvml()
+    if fixture_path:
+        from preflight.probes.nvml_replay import ReplayBinding
+
+        return ReplayBinding.from_file(pynvml, fixture_path)
+    return pynvml
+
+
+def probe(binding=None, fixture_path: Optional[str] = None) -> Dict[str, Any]:
+    """Initialise NVML and read the driver and every GPU; always returns facts."""
+    if binding is None:
+        try:
+            binding = load_binding(fixture_path)
+        except BindingMissing as exc:
+            return _init_failed("binding_missing", "ImportError", None, "cannot import pynvml (nvidia-ml-py): %s" % exc)
+    live = not getattr(binding, "is_replay", False)
+    try:
+        binding.nvmlInit()
+    except binding.NVMLError as exc:
+        name = type(exc).__name__
+        return _init_failed(INIT_ERROR_KINDS.get(name, "other"), name, getattr(exc, "value", None), _error_text(exc))
+    try:
+        return _read_machine(binding, live)
+    finally:
+        try:
+            binding.nvmlShutdown()
+        except binding.NVMLError:
+            pass
+
+
+def _init_failed(status: str, error: str, code, message: str) -> Dict[str, Any]:
+    return {
+        "init": {"status": status, "error": error, "code": code, "message": message},
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "device_count": 0,
+        "gpus": [],
+    }
+
+
+def _error_text(exc) -> str:
+    try:
+        return str(exc)
+    except Exception:  # pynvml's __str__ calls into the library for unknown codes
+        return "NVML error %s" % getattr(exc, "value", "?")
+
+
+class _Reader:
+    """Runs single queries, turning NVML errors into recorded values."""
+
+    def __init__(self, binding) -> None:
+        self.binding = binding
+        self.unsupported: List[str] = []
+        self.errors: Dict[str, str] = {}
+        self.lost = False
+
+    def get(self, field: str, function: str, *args, **kwargs):
+        call = getattr(self.binding, function, None)
+        if call is None:  # binding older than this call
+            self.unsupported.append(field)
+            return None
+        try:
+            return call(*args, **kwargs)
+        except self.binding.NVMLError as exc:
+            name = type(exc).__name__
+            if name in _NOT_SUPPORTED:
+                self.unsupported.append(field)
+            else:
+                if name == "NVMLError_GpuIsLost":
+                    self.lost = True
+                self.errors[field] = "%s (%s)" % (name, getattr(exc, "value", "?"))
+            return None
+
+
+def _text(value) -> Optional[str]:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _read_machine(binding, live: bool) -> Dict[str, Any]:
+    system = _Reader(binding)
+    driver = _text(system.get("driver_version", "nvmlSystemGetDriverVersion"))
+    cuda_encoded = system.get("cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
+    count = system.get("device_count", "nvmlDeviceGetCount") or 0
+    return {
+        "init": {"status": "ok", "error": None, "code": None, "message": None},
+        "driver_version": driver,
+        "cuda_driver_version": knowledge.cuda_from_nvml(cuda_encoded) if cuda_encoded else None,
+        "device_count": count,
+        "gpus": [_read_gpu(binding, index, live) for index in range(count)],
+        "errors": system.errors,
+    }
+
+
+def _read_gpu(binding, index: int, live: bool) -> Dict[str, Any]:
+    r = _Reader(binding)
+    gpu: Dict[str, Any] = {"index": index}
+    handle = r.get("handle", "nvmlDeviceGetHandleByIndex", index)
+    if handle is None:
+        gpu.update(lost=r.lost, errors=r.errors, unsupported=r.unsupported)
+        return gpu
+
+    gpu["name"] = _text(r.get("name", "nvmlDeviceGetName", handle))
+    gpu["uuid"] = _text(r.get("uuid", "nvmlDeviceGetUUID", handle))
+    pci = r.get("pci_bus_id", "nvmlDeviceGetPciInfo", handle)
+    gpu["pci_bus_id"] = _text(getattr(pci, "busId", None)) if pci is not None else None
+    brand = r.get("brand", "nvmlDeviceGetBrand", handle)
+    gpu["brand"] = knowledge.BRAND_NAMES.get(brand, "unknown") if brand is not None else None
+    arch = r.get("architecture", "nvmlDeviceGetArchitecture", handle)
+    gpu["architecture"] = knowledge.ARCHITECTURE_NAMES.get(arch, "unknown") if arch is not None else None
+    cc = r.get("compute_capability", "nvmlDeviceGetCudaComputeCapability", handle)
+    gpu["compute_capability"] = "%d.%d" % (cc[0], cc[1]) if cc is not None else None
+    gpu["memory"] = _read_memory(r, binding, handle)
+
+    mig = r.get("mig_mode", "nvmlDeviceGetMigMode", handle)
+    gpu["mig_mode"] = {"current": bool(mig[0]), "pending": bool(mig[1])} if mig is not None else None
+    gpu["mig_devices"] = _read_mig_devices(r, handle) if gpu["mig_mode"] and gpu["mig_mode"]["current"] else []
+    persistence = r.get("persistence_mode", "nvmlDeviceGetPersistenceMode", handle)
+    gpu["persistence_mode"] = bool(persistence) if persistence is not None else None
+    ecc = r.get("ecc_mode", "nvmlDeviceGetEccMode", handle)
+    gpu["ecc_mode"] = {"current": bool(ecc[0]), "pending": bool(ecc[1])} if ecc is not None else None
+    gpu["ecc_uncorrected_volatile"] = r.get(
+        "ecc_uncorrected_volatile", "nvmlDeviceGetTotalEccErrors", handle,
+        binding.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, binding.NVML_VOLATILE_ECC,
+    )
+    rows = r.get("remapped_rows", "nvmlDeviceGetRemappedRows", handle)
+    gpu["remapped_rows"] = (
+        {"corrected": rows[0], "uncorrected": rows[1], "pending": bool(rows[2]), "failure": bool(rows[3])}
+        if rows is not None else None
+    )
+    pending = r.get("retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", handle)
+    gpu["retired_pages_pending"] = bool(pending) if pending is not None else None
+    gpu["temperature_c"] = r.get("temperature_c", "nvmlDeviceGetTemperature", handle, binding.NVML_TEMPERATURE_GPU)
+    gpu["clock_event_reasons"] = _read_clock_events(r, binding, handle)
+    gpu["processes"] = _read_processes(r, handle, live)
+
+    gpu["lost"] = r.lost
+    gpu["unsupported"] = r.unsupported
+    gpu["errors"] = r.errors
+    return gpu
+
+
+def _read_memory(r: _Reader, binding, handle) -> Optional[Dict[str, Any]]:
+    # v2 separates memory the driver reserves from memory processes use.
+    version = getattr(binding, "nvmlMemory_v2", None)
+    if version is not None:
+        probe_v2 = _Reader(binding)
+        try:
+            info = probe_v2.get("memory", "nvmlDeviceGetMemoryInfo", handle, version=version)
+        except TypeError:  # binding without the version argument
+            info = None
+        if probe_v2.lost:
+            r.lost = True
+            r.errors.update(probe_v2.errors)
+            return None
+        if info is not None:
+            return {"total": info.total, "free": info.free, "used": info.used,
+                    "reserved": getattr(info, "reserved", None), "source": "v2"}
+    info = r.get("memory", "nvmlDeviceGetMemoryInfo", handle)
+    if info is None:
+        return None
+    return {"total": info.total, "free": info.free, "used": info.used, "reserved": None, "source": "v1"}
+
+
+def _read_mig_devices(r: _Reader, handle) -> List[str]:
+    count = r.get("mig_device_count", "nvmlDeviceGetMaxMigDeviceCount", handle) or 0
+    uuids = []
+    for slot in range(count):
+        probe_slot = _Reader(r.binding)  # empty slots answer NotFound: not an error
+        mig_handle = probe_slot.get("mig_device", "nvmlDeviceGetMigDeviceHandleByIndex", handle, slot)
+        if mig_handle is not None:
+            uuid = _text(probe_slot.get("mig_uuid", "nvmlDeviceGetUUID", mig_handle))
+            if uuid:
+                uuids.append(uuid)
+    return uuids
+
+
+def _read_clock_events(r: _Reader, binding, handle) -> Optional[Dict[str, Any]]:
+    function = "nvmlDeviceGetCurrentClocksEventReasons"
+    if not hasattr(binding, function):
+        function = "nvmlDeviceGetCurrentClocksThrottleReasons"
+    mask = r.get("clock_event_reasons", function, handle)
+    if mask is None:
+        return None
+    return {"mask": mask, "active": knowledge.clock_event_names(mask)}
+
+
+def _read_processes(r: _Reader, handle, live: bool) -> Optional[List[Dict[str, Any]]]:
+    found = r.get("processes", "nvmlDeviceGetComputeRunningProcesses", handle)
+    if found is None:
+        return None
+    processes = []
+    for process in found:
+        pid = getattr(process, "pid", None)
+        used = getattr(process, "usedGpuMemory", None)
+        processes.append({
+            "pid": pid,
+            "used_memory": used if isinstance(used, int) and used >= 0 else None,
+            # A replayed machine's PIDs mean nothing here; name only live ones.
+            "name": _process_name(pid) if live else getattr(process, "name", None),
+        })
+    return processes
+
+
+def _process_name(pid) -> Optional[str]:
+    try:
+        with open("/proc/%d/comm" % int(pid), encoding="utf-8", errors="replace") as handle:
+            return handle.read().strip() or None
+    except (OSError, ValueError, TypeError):
+        return None  # another PID namespace (containers) or another OS

@@ -1,0 +1,185 @@
+"""The Python environment a job will run in: interpreter, conda/venv, packages, torch.
+
+Nothing here imports the packages it asks about: versions come from the
+installed distributions' metadata, importability from
+``importlib.util.find_spec`` (which locates a top-level module without
+running it), and torch's CUDA version from the text of ``torch/version.py``.
+
+This file is also run as a script by *another* interpreter (``preflight check
+--python PATH``), so it uses only the standard library, keeps to syntax that
+Python 3.6 accepts, and never imports preflight::
+
+    /path/to/python pyenv.py '{"packages": [{"name": "torch", "import": "torch", "dists": ["torch"]}]}'
+
+prints the facts as one JSON line.
+"""
+
+import ast
+import glob
+import json
+import os
+import sys
+
+
+def probe(packages, environ=None):
+    """Facts about the running interpreter; ``packages`` is a list of package specs."""
+    environ = os.environ if environ is None else environ
+    return {
+        "executable": sys.executable,
+        "version": "%d.%d.%d" % tuple(sys.version_info[:3]),
+        "implementation": sys.implementation.name,
+        "prefix": sys.prefix,
+        "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+        "venv": getattr(sys, "base_prefix", sys.prefix) != sys.prefix,
+        "conda": _conda(environ),
+        "packages": dict((spec["name"], _package(spec)) for spec in packages),
+        "torch": _torch(),
+    }
+
+
+def _conda(environ):
+    prefix = sys.prefix
+    env_prefix = environ.get("CONDA_PREFIX") or None
+    env_name = environ.get("CONDA_DEFAULT_ENV") or None
+    interpreter_is_conda = os.path.isdir(os.path.join(prefix, "conda-meta"))
+    facts = {
+        "active": interpreter_is_conda or bool(env_prefix),
+        "env_name": None,
+        "is_base": None,
+        "prefix": None,
+        "source": None,
+        "CONDA_DEFAULT_ENV": env_name,
+        "CONDA_PREFIX": env_prefix,
+        "interpreter_in_active_env": None,
+    }
+    if interpreter_is_conda:
+        # The interpreter's own environment decides where packages come from.
+        is_base = os.path.isdir(os.path.join(prefix, "condabin"))
+        facts.update(prefix=prefix, source="interpreter", is_base=is_base,
+                     env_name="base" if is_base else os.path.basename(prefix.rstrip("/\\")))
+    elif env_prefix:
+        name = env_name or os.path.basename(env_prefix.rstrip("/\\"))
+        if "/" in name or "\\" in name:  # environments created with -p are named by path
+            name = os.path.basename(name.rstrip("/\\"))
+        facts.update(prefix=env_prefix, source="environment", env_name=name,
+                     is_base=name == "base" or os.path.isdir(os.path.join(env_prefix, "condabin")))
+    if env_prefix:
+        facts["interpreter_in_active_env"] = _same_path(prefix, env_prefix)
+    return facts
+
+
+def _same_path(a, b):
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except OSError:
+        return a == b
+
+
+def _package(spec):
+    import_name = spec.get("import") or spec["name"]
+    version, dist = None, None
+    for candidate in spec.get("dists") or [spec["name"]]:
+        version = _dist_version(candidate)
+        if version is not None:
+            dist = candidate
+            break
+    return {"dist": dist, "version": version, "import": import_name, "importable": _importable(import_name)}
+
+
+def _importable(name):
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError, AttributeError):
+        return False
+
+
+def _dist_version(name):
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        try:
+            import importlib_metadata as metadata
+        except ImportError:
+            return _scan_version(name)
+    try:
+        return metadata.version(name)
+    except Exception:  # PackageNotFoundError, or a broken distribution
+        return None
+
+
+def _normalise(name):
+    return name.lower().replace("-", "_").replace(".", "_")
+
+
+def _scan_version(name):
+    """Version from a ``NAME-VERSION.dist-info``/``.egg-info`` folder on sys.path."""
+    wanted = _normalise(name)
+    for folder in sys.path:
+        for entry in _listdir(folder or "."):
+            base, ext = os.path.splitext(entry)
+            if ext in (".dist-info", ".egg-info") and "-" in base:
+                dist, version = base.split("-", 1)
+                if _normalise(dist) == wanted:
+                    return version.split("-")[0]
+    return None
+
+
+def _listdir(folder):
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _torch():
+    """What torch is installed and which CUDA it was built for, without importing it."""
+    location = None
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("torch")
+        if spec is not None and spec.submodule_search_locations:
+            location = list(spec.submodule_search_locations)[0]
+    except (ImportError, ValueError, AttributeError):
+        location = None
+    if location is None:
+        return {"installed": False}
+    facts = {"installed": True, "location": location, "version": None, "cuda": None, "hip": None,
+             "extension": None, "error": None}
+    try:
+        with open(os.path.join(location, "version.py"), encoding="utf-8") as handle:
+            values = _literal_assignments(handle.read())
+        facts["version"] = values.get("__version__")
+        facts["cuda"] = values.get("cuda")
+        facts["hip"] = values.get("hip")
+    except (OSError, SyntaxError, ValueError) as exc:
+        facts["error"] = "cannot read torch/version.py: %s" % exc
+    extensions = sorted(glob.glob(os.path.join(location, "_C.*.so")) + glob.glob(os.path.join(location, "_C.*.pyd")))
+    if extensions:
+        stat = os.stat(extensions[0])
+        facts["extension"] = {"path": extensions[0], "size": stat.st_size, "mtime_ns": int(stat.st_mtime * 1e9)}
+    return facts
+
+
+def _literal_assignments(source):
+    """Top-level ``name = <literal>`` (and annotated) assignments; nothing is executed."""
+    values = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            target, value = node.targets[0].id, node.value
+        elif isinstance(node, getattr(ast, "AnnAssign", ())) and isinstance(node.target, ast.Name) and node.value:
+            target, value = node.target.id, node.value
+        else:
+            continue
+        try:
+            values[target] = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError):
+            continue
+    return values
+
+
+if __name__ == "__main__":
+    request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    sys.stdout.write(json.dumps(probe(request.get("packages", []))) + "\n")

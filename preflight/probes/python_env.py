@@ -1,0 +1,45 @@
+"""Probe the Python environment: this interpreter in-process, another one in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any, Dict, List, Optional
+
+from preflight.errors import PreflightError
+from preflight.probes import process, pyenv
+
+
+class ProbeError(Exception):
+    """The probe ran but could not produce its facts; the message says why."""
+
+
+def resolve_interpreter(python: str) -> str:
+    """``--python`` accepts a path or a command name; exit 2 if it names nothing runnable."""
+    found = python if os.sep in python else shutil.which(python)
+    if not found or not os.path.isfile(found):
+        raise PreflightError("--python %s: no such interpreter" % python,
+                             "give the path of the training environment's python, e.g. --python ~/miniconda3/envs/yolov9/bin/python")
+    if not os.access(found, os.X_OK):
+        raise PreflightError("--python %s: not executable" % python)
+    return os.path.abspath(found)
+
+
+def probe(packages: List[Dict[str, Any]], python: Optional[str] = None, timeout: float = 10.0) -> Dict[str, Any]:
+    if python is None:
+        return pyenv.probe(packages)
+    try:
+        completed = process.run([python, pyenv.__file__, json.dumps({"packages": packages})], timeout)
+    except process.CommandTimeout as exc:
+        raise ProbeError("%s gave no answer within %.1f s" % (python, exc.seconds))
+    except process.CommandFailed as exc:
+        raise ProbeError(str(exc))
+    lines = [line for line in completed.stdout.splitlines() if line.strip()]
+    if completed.returncode != 0 or not lines:
+        detail = (completed.stderr.strip().splitlines() or ["exit status %d" % completed.returncode])[-1]
+        raise ProbeError("%s could not run the environment probe (is it Python 3.6 or newer?): %s" % (python, detail))
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        raise ProbeError("%s printed something that is not the probe's answer: %r" % (python, lines[-1][:200]))

@@ -1,0 +1,85 @@
+"""Which GPU architectures the installed torch has kernels for.
+
+``torch._C._cuda_getArchFlags()`` answers without initialising CUDA, but only
+after ``import torch`` (3-6 s). So it runs in a subprocess of the target
+interpreter, with a timeout, and the answer is cached against the torch
+installation (its folder, version and compiled extension's size and mtime):
+the cost is paid once per torch install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Dict, List, Optional
+
+from preflight.probes import process
+from preflight.probes.python_env import ProbeError
+
+_SCRIPT = "import sys, torch; sys.stdout.write('\\n' + str(torch._C._cuda_getArchFlags()) + '\\n')"
+
+
+def cache_dir() -> str:
+    explicit = os.environ.get("PREFLIGHT_CACHE_DIR")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "preflight")
+
+
+def cache_key(torch_facts: Dict[str, Any]) -> Optional[str]:
+    extension = torch_facts.get("extension") or {}
+    if not torch_facts.get("location"):
+        return None
+    return "|".join(str(part) for part in (
+        os.path.realpath(torch_facts["location"]), torch_facts.get("version"),
+        extension.get("size"), extension.get("mtime_ns"),
+    ))
+
+
+def probe(torch_facts: Dict[str, Any], python: str, timeout: float, use_cache: bool = True) -> Dict[str, Any]:
+    key = cache_key(torch_facts)
+    path = os.path.join(cache_dir(), "torch-arch-flags.json")
+    cache = _read_cache(path) if use_cache else {}
+    if key and key in cache and isinstance(cache[key], list):
+        return {"flags": cache[key], "source": "cache"}
+    flags = _ask_torch(python, timeout)
+    if use_cache and key:
+        cache[key] = flags
+        _write_cache(path, cache)
+    return {"flags": flags, "source": "probe"}
+
+
+def _ask_torch(python: str, timeout: float) -> List[str]:
+    try:
+        completed = process.run([python, "-c", _SCRIPT], timeout)
+    except process.CommandTimeout as exc:
+        raise ProbeError("'import torch' gave no answer within %.1f s (raise --timeout; the answer is cached once known)" % exc.seconds)
+    except process.CommandFailed as exc:
+        raise ProbeError(str(exc))
+    lines = [line.strip() for line in completed.stdout.splitlines() if line.strip()]
+    if completed.returncode != 0 or not lines:
+        detail = (completed.stderr.strip().splitlines() or ["exit status %d" % completed.returncode])[-1]
+        raise ProbeError("cannot ask torch for its architectures: %s" % detail)
+    return lines[-1].split()
+
+
+def _read_cache(path: str) -> Dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}  # no cache yet, or a damaged one: probe again
+
+
+def _write_cache(path: str, data: Dict[str, Any]) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".torch-arch-")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(data, out)
+        os.replace(temporary, path)
+    except OSError:
+        pass  # an unwritable cache only costs time

@@ -1,0 +1,59 @@
+"""A check's results and what they add up to: the summary and the exit code.
+
+The exit code belongs to the report, never to an output format:
+0 when no error-severity rule failed or errored (warnings allowed),
+1 otherwise; with ``strict``, warnings and failures of warning-severity
+rules count too (``info`` rules never do).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from preflight.engine.evaluate import STATUSES, Result
+from preflight.errors import EXIT_FAILED, EXIT_OK
+
+SCHEMA = "preflight.report/1"
+
+
+class Report:
+    def __init__(self, profile: str, results: List[Result], strict: bool = False,
+                 facts_source: str = "live", seconds: float = 0.0) -> None:
+        self.profile = profile
+        self.results = results
+        self.strict = strict
+        self.facts_source = facts_source
+        self.seconds = seconds
+
+    def blocking(self) -> List[Result]:
+        """The results that make the check fail."""
+        if self.strict:
+            return [r for r in self.results if r.status in ("fail", "warn", "error") and r.severity != "info"]
+        return [r for r in self.results if r.status in ("fail", "error") and r.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.blocking()
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.ok else EXIT_FAILED
+
+    def counts(self) -> Dict[str, int]:
+        counts = {status: 0 for status in STATUSES}
+        for result in self.results:
+            counts[result.status] += 1
+        return counts
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "ok": self.ok,
+            "profile": self.profile,
+            "strict": self.strict,
+            "exit_code": self.exit_code,
+            "summary": self.counts(),
+            "facts_source": self.facts_source,
+            "seconds": round(self.seconds, 4),
+            "results": [result.to_json() for result in self.results],
+        }
