@@ -279,13 +279,10 @@ def _build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
 
 def validate_params(rule: Rule, profile: Optional[str], error) -> None:
     """Parse and cross-check a rule's parameters for one profile; ``error(problem)`` builds the exception."""
-    raw = rule.raw_params_for(profile)
-    parsed = {}
-    for key, value in raw.items():
-        try:
-            parsed[key] = rule.comparison.parse_param(key, value)
-        except ValueError as exc:
-            raise error("'%s': %s" % (key, exc))
+    try:
+        parsed, _ = rule.params_for(profile)
+    except ValueError as exc:
+        raise error(str(exc))
     try:
         rule.comparison.check(parsed, rule.fact.values)
     except ValueError as exc:

@@ -82,9 +82,21 @@ class Rule:
         return self.profile_params.get(profile or "", {}).get("severity", self.severity)
 
     def params_for(self, profile: Optional[str]) -> Tuple[Dict[str, Any], Dict[str, str]]:
-        """Parsed parameters and how each was written, for one profile."""
+        """Parsed parameters and how each was written, for one profile.
+
+        Raises ValueError naming the key whose value cannot be parsed.
+        """
         raw = self.raw_params_for(profile)
-        parsed = {key: self.comparison.parse_param(key, value) for key, value in raw.items()}
+        parsed = {}
+        for key, value in raw.items():
+            try:
+                parsed[key] = self.comparison.parse_param(key, value)
+            except ValueError as exc:
+                raise ValueError("'%s': %s" % (key, exc))
+        # --set min above the file's recommended: the user raised the floor; the warning tier no longer applies.
+        if "min" in self.settings and "recommended" not in self.settings and "recommended" in parsed \
+                and parsed["recommended"] < parsed["min"]:
+            del parsed["recommended"], raw["recommended"]
         return parsed, {key: param_text(value) for key, value in raw.items()}
 
     def fix_for(self, observed: Any) -> Optional[Fix]:

@@ -329,7 +329,8 @@ FACTS: Dict[str, Fact] = {fact.path: fact for fact in [
          ("python",), lambda facts, gpu: (facts.section("python").get("packages") or {},
                                          {"python_executable": _python_executable(facts)}),
          details=("python_executable",)),
-    Fact("torch.build", "enum", "which torch is installed: cuda, cpu, rocm or missing", ("python",), _torch_build,
+    # NVML too: the fix's wheel index follows the driver's CUDA version.
+    Fact("torch.build", "enum", "which torch is installed: cuda, cpu, rocm or missing", ("python", "nvml"), _torch_build,
          values=("cuda", "cpu", "rocm", "missing"),
          details=("torch_version", "torch_cuda", "index_url", "python_executable")),
     Fact("torch.version", "version", "installed torch version", ("python",),

@@ -1,0 +1,173 @@
+"""Shared test helpers: the real CLI in a subprocess, NVML fixtures, and throwaway Python environments."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Callable, Dict, Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+NVML_FIXTURES = FIXTURES / "nvml"
+SHARED_NVML = REPO.parent / "shared" / "fixtures" / "nvml"
+
+# Variables that change what preflight sees; tests start without them.
+_CLEARED = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_VERSION", "NVIDIA_DISABLE_REQUIRE",
+            "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_VISIBLE_DEVICES", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+            "CONDA_SHLVL", "PREFLIGHT_NVML_FIXTURE", "NO_COLOR", "PYTHONPATH", "VIRTUAL_ENV")
+
+
+def clean_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _CLEARED and not k.startswith("NVIDIA_REQUIRE_")}
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(monkeypatch, tmp_path_factory):
+    """No test reads the developer's CUDA/conda variables or writes to ~/.cache."""
+    for name in list(os.environ):
+        if name in _CLEARED or name.startswith("NVIDIA_REQUIRE_"):
+            monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PREFLIGHT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+def run_cli(*args: str, env: Optional[Dict[str, str]] = None, timeout: float = 120,
+            stdin: Optional[str] = None) -> subprocess.CompletedProcess:
+    """Run the real command line, as a user would, in a fresh process."""
+    full_env = clean_env(env)
+    full_env.setdefault("PREFLIGHT_CACHE_DIR", os.environ.get("PREFLIGHT_CACHE_DIR", ""))
+    return subprocess.run([sys.executable, "-m", "preflight", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, cwd=str(REPO), input=stdin)
+
+
+def run_json(*args: str, env: Optional[Dict[str, str]] = None, expect_code: Optional[int] = None):
+    completed = run_cli(*args, "--format", "json", env=env)
+    assert completed.returncode in (0, 1), completed.stderr
+    if expect_code is not None:
+        assert completed.returncode == expect_code, completed.stdout + completed.stderr
+    return json.loads(completed.stdout)
+
+
+def by_id(report) -> Dict[str, list]:
+    results: Dict[str, list] = {}
+    for result in report["results"]:
+        results.setdefault(result["id"], []).append(result)
+    return results
+
+
+def status_of(report, rule_id: str, subject: Optional[str] = None) -> str:
+    found = [r for r in report["results"] if r["id"] == rule_id and (subject is None or r["subject"] == subject)]
+    assert len(found) == 1, (rule_id, subject, found)
+    return found[0]["status"]
+
+
+def nvml_fixture(name: str) -> str:
+    return str(NVML_FIXTURES / name)
+
+
+def load_nvml_fixture(name: str) -> dict:
+    return json.loads((NVML_FIXTURES / name).read_text())
+
+
+def write_fixture(tmp_path: Path, base: str, change: Callable[[dict], None], name: str = "fixture.json") -> str:
+    """A synthetic fixture: a recorded one with some answers changed."""
+    data = copy.deepcopy(load_nvml_fixture(base))
+    change(data)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def ok(value) -> dict:
+    return {"ok": value}
+
+
+class FakeEnvironment:
+    """A real interpreter environment (``venv --without-pip``) with fake packages installed.
+
+    Packages get real dist-info metadata, so importlib.metadata and find_spec
+    see them as pip-installed. ``conda`` makes the prefix look like a conda
+    environment (its name is the folder's name; ``base`` adds condabin/).
+    """
+
+    def __init__(self, root: Path, conda: Optional[str] = None) -> None:
+        self.root = root
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+        self.python = str(root / "bin" / "python")
+        self.site = Path(subprocess.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                        capture_output=True, text=True, check=True).stdout.strip())
+        if conda:
+            (root / "conda-meta").mkdir()
+            if conda == "base":
+                (root / "condabin").mkdir()
+
+    def add_package(self, dist: str, version: str, import_name: Optional[str] = None, code: str = "") -> None:
+        module = import_name or dist.lower().replace("-", "_")
+        folder = self.site / module
+        folder.mkdir(exist_ok=True)
+        (folder / "__init__.py").write_text(code)
+        info = self.site / ("%s-%s.dist-info" % (dist.replace("-", "_"), version))
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (dist, version))
+        (info / "RECORD").write_text("")
+
+    def add_torch(self, version: str = "2.11.0+cu130", cuda: Optional[str] = "13.0",
+                  arch_flags: str = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", hip: Optional[str] = None,
+                  import_log: Optional[Path] = None) -> None:
+        """A torch whose version.py looks like the real one and whose _C answers getArchFlags.
+
+        Importing it appends the importing PID to ``import_log``, and sleeps
+        FAKE_TORCH_IMPORT_SLEEP seconds when that is set (a hung import).
+        """
+        code = textwrap.dedent("""
+            import os, time
+            if os.environ.get("FAKE_TORCH_IMPORT_SLEEP"):
+                time.sleep(float(os.environ["FAKE_TORCH_IMPORT_SLEEP"]))
+            if %(log)r:
+                with open(%(log)r, "a") as log:
+                    log.write("%%d\\n" %% os.getpid())
+            class _C:
+                @staticmethod
+                def _cuda_getArchFlags():
+                    return %(flags)r
+        """) % {"log": str(import_log) if import_log else "", "flags": arch_flags}
+        self.add_package("torch", version.split("+")[0], "torch", code)
+        torch = self.site / "torch"
+        (torch / "version.py").write_text(textwrap.dedent("""\
+            from typing import Optional
+
+            __all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip']
+            __version__ = %r
+            debug = False
+            cuda: Optional[str] = %r
+            git_version = '70d99e998b4955e0049d13a98d77ae1b14db1f45'
+            hip: Optional[str] = %r
+        """) % (version, cuda, hip))
+        (torch / "_C.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\0" * 64)
+
+    def add_yolov9_packages(self, skip=()) -> None:
+        """Everything the train profile's python.packages rule asks for."""
+        packages = [("torchvision", "0.26.0", None), ("numpy", "2.5.2", None),
+                    ("opencv-python-headless", "5.0.0.93", "cv2"), ("PyYAML", "6.0.2", "yaml"),
+                    ("Pillow", "11.0.0", "PIL"), ("scipy", "1.15.0", None), ("matplotlib", "3.10.0", None),
+                    ("pandas", "2.3.0", None), ("seaborn", "0.13.2", None), ("tqdm", "4.67.0", None),
+                    ("requests", "2.32.0", None), ("psutil", "7.2.2", None), ("setuptools", "80.0.0", "pkg_resources"),
+                    ("tensorboard", "2.19.0", None), ("thop", "0.1.1", None), ("ipython", "8.30.0", "IPython")]
+        for dist, version, module in packages:
+            if dist not in skip and (module or dist) not in skip:
+                self.add_package(dist, version, module)
+
+
+@pytest.fixture
+def fake_env(tmp_path):
+    def make(name: str = "venv", conda: Optional[str] = None) -> FakeEnvironment:
+        return FakeEnvironment(tmp_path / name, conda=conda)
+    return make
