@@ -65,6 +65,7 @@ def _with(options):
 def cli() -> None:
     """Find what will make a GPU training or inference job fail, before it starts.
 
+    \b
     Exit codes: 0 passed, 1 a check failed, 2 bad usage or input file, 3 internal error.
     """
 
@@ -103,7 +104,9 @@ def check(profile, output_format, strict, quiet, select, ignore, settings, facts
     else:
         from preflight.render import text
 
-        click.echo(text.render(report, quiet=quiet, color=_use_color(color)))
+        colored = _use_color(color)
+        # click.echo strips colour codes off terminals unless told otherwise (--color always).
+        click.echo(text.render(report, quiet=quiet, color=colored), color=colored)
     return report.exit_code
 
 

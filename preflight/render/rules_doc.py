@@ -17,11 +17,10 @@ def _params_text(rule: Rule, profile: Optional[str]) -> str:
 
 
 def _profile_lines(rule: Rule) -> List[str]:
-    lines = []
-    for profile in rule.profiles:
-        if profile in rule.profile_params:
-            lines.append("%s: %s" % (profile, _params_text(rule, profile)))
-    return lines
+    """Each profile's thresholds, when the profiles differ at all."""
+    if not any(profile in rule.profile_params for profile in rule.profiles):
+        return []
+    return ["%s: %s" % (profile, _params_text(rule, profile)) for profile in rule.profiles]
 
 
 def rule_json(rule: Rule) -> Dict[str, Any]:
