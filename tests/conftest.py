@@ -17,6 +17,9 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 NVML_FIXTURES = FIXTURES / "nvml"
 SHARED_NVML = REPO.parent / "shared" / "fixtures" / "nvml"
+# Subprocesses start here, not in the repository, so that `python -m preflight`
+# runs the installed package (a wheel in CI, an editable install when developing).
+NEUTRAL_CWD = str(REPO / "tests")
 
 # Variables that change what preflight sees; tests start without them.
 _CLEARED = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_VERSION", "NVIDIA_DISABLE_REQUIRE",
@@ -45,7 +48,7 @@ def run_cli(*args: str, env: Optional[Dict[str, str]] = None, timeout: float = 1
     full_env = clean_env(env)
     full_env.setdefault("PREFLIGHT_CACHE_DIR", os.environ.get("PREFLIGHT_CACHE_DIR", ""))
     return subprocess.run([sys.executable, "-m", "preflight", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout, cwd=str(REPO), input=stdin)
+                          env=full_env, timeout=timeout, cwd=NEUTRAL_CWD, input=stdin)
 
 
 def run_json(*args: str, env: Optional[Dict[str, str]] = None, expect_code: Optional[int] = None):

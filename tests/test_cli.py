@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, by_id, clean_env, nvml_fixture, run_cli, run_json
+from conftest import NEUTRAL_CWD, REPO, by_id, clean_env, nvml_fixture, run_cli, run_json
 
 # Expected results of the GPU rules for each recorded machine (node profile:
 # hardware and driver only, so the local Python environment does not matter).
@@ -118,7 +118,7 @@ def test_colour_only_when_asked_or_on_a_terminal_and_never_with_no_color():
     def on_terminal(extra_env):
         master, slave = pty.openpty()
         child = subprocess.Popen([sys.executable, "-m", "preflight", "check", "--nvml-fixture", rtx, "--profile", "node"],
-                                 stdout=slave, stderr=subprocess.DEVNULL, env=clean_env(extra_env), cwd=str(REPO))
+                                 stdout=slave, stderr=subprocess.DEVNULL, env=clean_env(extra_env), cwd=NEUTRAL_CWD)
         os.close(slave)
         chunks = []
         while True:
@@ -252,7 +252,7 @@ def test_the_check_imports_no_torch_and_rules_loads_no_nvml(fake_env, tmp_path):
         "print(sorted(r.status for r in report.results if r.id == 'torch.cuda'))\n"
     ) % nvml_fixture("h200-driver580.json")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               env=clean_env({"PYTHONPATH": str(env.site)}), cwd=str(REPO))
+                               env=clean_env({"PYTHONPATH": str(env.site)}), cwd=NEUTRAL_CWD)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == "['pass']"
     # torch was imported only by the architecture helper process, never by preflight's own.
@@ -261,7 +261,7 @@ def test_the_check_imports_no_torch_and_rules_loads_no_nvml(fake_env, tmp_path):
     code = ("import sys, atexit\n"
             "atexit.register(lambda: print(sorted(m for m in ('pynvml', 'psutil', 'torch') if m in sys.modules)))\n"
             "from preflight.cli import main\nmain(['rules'])\n")
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), cwd=str(REPO))
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), cwd=NEUTRAL_CWD)
     assert completed.stdout.strip().splitlines()[-1] == "[]"
 
 
@@ -270,7 +270,7 @@ def test_internal_errors_are_reported_without_a_traceback(tmp_path):
             "def boom(*a, **k): raise RuntimeError('simulated bug')\n"
             "c.check = boom\n"
             "from preflight.cli import main\nmain(['check'])\n")
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), cwd=str(REPO))
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), cwd=NEUTRAL_CWD)
     assert completed.returncode == 3
     assert "internal error: RuntimeError: simulated bug" in completed.stderr
     assert "Traceback" not in completed.stderr

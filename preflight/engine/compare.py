@@ -14,7 +14,6 @@ import re
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from preflight import units
@@ -333,8 +332,7 @@ _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*?)\s*$")
 class PackageSpec:
     """One package a rule needs: how to find it and how to install it."""
 
-    def __init__(self, name: str, import_name: str, dists: List[str], pip: str,
-                 specifier: Optional[SpecifierSet] = None) -> None:
+    def __init__(self, name: str, import_name: str, dists: List[str], pip: str, specifier=None) -> None:
         self.name = name
         self.import_name = import_name
         self.dists = dists
@@ -350,10 +348,15 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
     if not match:
         raise ValueError("%r is not a package name (optionally with a version such as numpy>=1.18)" % (text,))
     name, spec_text = match.groups()
-    try:
-        specifier = SpecifierSet(spec_text) if spec_text else None
-    except InvalidSpecifier:
-        raise ValueError("%r: %r is not a version specifier" % (text, spec_text))
+    specifier = None
+    if spec_text:
+        # packaging.specifiers compiles a large regex on import: only pay for it when a rule uses one.
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            specifier = SpecifierSet(spec_text)
+        except InvalidSpecifier:
+            raise ValueError("%r: %r is not a version specifier" % (text, spec_text))
     info = known.get(name, {})
     import_name = info.get("import") or name.lower().replace("-", "_")
     dists = list(info.get("dists") or [name])

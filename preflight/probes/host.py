@@ -106,17 +106,19 @@ def _memory(root: str) -> Dict[str, Any]:
 
 
 def _physical_memory(root: str):
-    if root == "/":
+    # On Linux, /proc/meminfo is what psutil reads too (MemAvailable is its
+    # "available"); reading it directly spares the import. psutil covers the rest.
+    meminfo = _read(root, "/proc/meminfo")
+    if not meminfo:
+        if root != "/":
+            return None, None
         try:
             import psutil
 
             memory = psutil.virtual_memory()
             return memory.total, memory.available
-        except Exception:  # psutil unsupported here: fall back to /proc
-            pass
-    meminfo = _read(root, "/proc/meminfo")
-    if not meminfo:
-        return None, None
+        except Exception:  # psutil does not support this system
+            return None, None
     values = {}
     for line in meminfo.splitlines():
         name, _, rest = line.partition(":")

@@ -5,6 +5,11 @@ installed distributions' metadata, importability from
 ``importlib.util.find_spec`` (which locates a top-level module without
 running it), and torch's CUDA version from the text of ``torch/version.py``.
 
+Versions are read from the ``NAME-VERSION.dist-info`` / ``.egg-info`` folder
+names on sys.path, the records ``importlib.metadata`` reads, in the same
+order; ``importlib.metadata`` itself (slow to import) is asked only about an
+importable package whose folder was not found that way.
+
 This file is also run as a script by *another* interpreter (``preflight check
 --python PATH``), so it uses only the standard library, keeps to syntax that
 Python 3.6 accepts, and never imports preflight::
@@ -32,7 +37,7 @@ def probe(packages, environ=None):
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
         "venv": getattr(sys, "base_prefix", sys.prefix) != sys.prefix,
         "conda": _conda(environ),
-        "packages": dict((spec["name"], _package(spec)) for spec in packages),
+        "packages": _packages(packages),
         "torch": _torch(),
     }
 
@@ -75,15 +80,29 @@ def _same_path(a, b):
         return a == b
 
 
-def _package(spec):
+def _packages(specs):
+    index = _installed_versions() if specs else {}
+    return dict((spec["name"], _package(spec, index)) for spec in specs)
+
+
+def _package(spec, index=None):
     import_name = spec.get("import") or spec["name"]
+    importable = _importable(import_name)
+    index = _installed_versions() if index is None else index
+    dists = spec.get("dists") or [spec["name"]]
     version, dist = None, None
-    for candidate in spec.get("dists") or [spec["name"]]:
-        version = _dist_version(candidate)
+    for candidate in dists:
+        version = index.get(_normalise(candidate))
         if version is not None:
             dist = candidate
             break
-    return {"dist": dist, "version": version, "import": import_name, "importable": _importable(import_name)}
+    if version is None and importable:
+        for candidate in dists:
+            version = _metadata_version(candidate)
+            if version is not None:
+                dist = candidate
+                break
+    return {"dist": dist, "version": version, "import": import_name, "importable": importable}
 
 
 def _importable(name):
@@ -95,14 +114,14 @@ def _importable(name):
         return False
 
 
-def _dist_version(name):
+def _metadata_version(name):
     try:
         from importlib import metadata
     except ImportError:  # Python < 3.8
         try:
             import importlib_metadata as metadata
         except ImportError:
-            return _scan_version(name)
+            return None
     try:
         return metadata.version(name)
     except Exception:  # PackageNotFoundError, or a broken distribution
@@ -113,17 +132,16 @@ def _normalise(name):
     return name.lower().replace("-", "_").replace(".", "_")
 
 
-def _scan_version(name):
-    """Version from a ``NAME-VERSION.dist-info``/``.egg-info`` folder on sys.path."""
-    wanted = _normalise(name)
+def _installed_versions():
+    """Normalised distribution name -> version, from the metadata folders on sys.path (first one wins)."""
+    versions = {}
     for folder in sys.path:
         for entry in _listdir(folder or "."):
             base, ext = os.path.splitext(entry)
             if ext in (".dist-info", ".egg-info") and "-" in base:
                 dist, version = base.split("-", 1)
-                if _normalise(dist) == wanted:
-                    return version.split("-")[0]
-    return None
+                versions.setdefault(_normalise(dist), version.split("-")[0])
+    return versions
 
 
 def _listdir(folder):

@@ -8,7 +8,7 @@ import shutil
 from typing import Any, Dict, List, Optional
 
 from preflight.errors import PreflightError
-from preflight.probes import process, pyenv
+from preflight.probes import pyenv
 
 
 class ProbeError(Exception):
@@ -29,6 +29,8 @@ def resolve_interpreter(python: str) -> str:
 def probe(packages: List[Dict[str, Any]], python: Optional[str] = None, timeout: float = 10.0) -> Dict[str, Any]:
     if python is None:
         return pyenv.probe(packages)
+    from preflight.probes import process
+
     try:
         completed = process.run([python, pyenv.__file__, json.dumps({"packages": packages})], timeout)
     except process.CommandTimeout as exc:
