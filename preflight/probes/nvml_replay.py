@@ -123,7 +123,7 @@ class ReplayBinding:
 
 def load_fixture(path: str) -> Dict[str, Any]:
     """Read and validate a fixture file; FixtureError (exit 2) says what is wrong."""
-    hint = "an NVML fixture is a JSON file in the nvml-fixture/1 format (see docs/nvml-fixtures.md)"
+    hint = "an NVML fixture is a JSON recording in the nvml-fixture/1 format: format, init, system, devices (README: Replaying a machine)"
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)

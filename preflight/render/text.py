@@ -15,6 +15,10 @@ def _paint(text: str, code: str, color: bool) -> str:
     return "\033[%sm%s\033[0m" % (code, text) if color else text
 
 
+def _plural(count: int, word: str) -> str:
+    return "%d %s%s" % (count, word, "" if count == 1 else "s")
+
+
 def render(report: Report, quiet: bool = False, color: bool = False) -> str:
     shown = [r for r in report.results if not quiet or r.status in ("fail", "warn", "error")]
     id_width = max([len(r.id) for r in shown] + [10])
@@ -38,6 +42,7 @@ def render(report: Report, quiet: bool = False, color: bool = False) -> str:
     verdict = _paint("OK", "32", color) if report.ok else _paint("FAILED", "1;31", color)
     if lines and not quiet:
         lines.append("")
-    lines.append("%d passed, %d warnings, %d failed, %d errors, %d skipped: %s (exit %d)" % (
-        counts["pass"], counts["warn"], counts["fail"], counts["error"], counts["skip"], verdict, report.exit_code))
+    lines.append("%d passed, %s, %d failed, %s, %d skipped: %s (exit %d)" % (
+        counts["pass"], _plural(counts["warn"], "warning"), counts["fail"], _plural(counts["error"], "error"),
+        counts["skip"], verdict, report.exit_code))
     return "\n".join(lines)
