@@ -114,6 +114,14 @@ class Comparison:
         raise NotImplementedError
 
 
+def _threshold_params(parse: Callable[[Any], Any]) -> Dict[str, Param]:
+    return {
+        "min": Param(parse, "below this fails"),
+        "recommended": Param(parse, "below this warns"),
+        "max": Param(parse, "above this fails"),
+    }
+
+
 class _Threshold(Comparison):
     """min / recommended / max on an ordered value."""
 
@@ -162,28 +170,17 @@ class VersionComparison(_Threshold):
     name = "version"
     kinds = ("version",)
     summary = "compares versions (PEP 440 ordering: 535.104.05 > 535 > 530.30.02)"
-    params = {
-        "min": Param(_version, "below this fails"),
-        "recommended": Param(_version, "below this warns"),
-        "max": Param(_version, "above this fails"),
-    }
+    params = _threshold_params(_version)
 
     def convert(self, value):
-        try:
-            return Version(str(value))
-        except InvalidVersion:
-            raise ValueError("%r is not a version" % (value,))
+        return _version(value)
 
 
 class NumberComparison(_Threshold):
     name = "number"
     kinds = ("number",)
     summary = "compares numbers"
-    params = {
-        "min": Param(_number, "below this fails"),
-        "recommended": Param(_number, "below this warns"),
-        "max": Param(_number, "above this fails"),
-    }
+    params = _threshold_params(_number)
 
     def convert(self, value):
         return _number(value)
@@ -197,11 +194,7 @@ class BytesComparison(_Threshold):
     name = "bytes"
     kinds = ("bytes",)
     summary = "compares sizes; thresholds take units: 12GB = 12*10^9 bytes, 16GiB = 16*2^30 bytes"
-    params = {
-        "min": Param(units.parse_bytes, "below this fails"),
-        "recommended": Param(units.parse_bytes, "below this warns"),
-        "max": Param(units.parse_bytes, "above this fails"),
-    }
+    params = _threshold_params(units.parse_bytes)
 
     def convert(self, value):
         return units.parse_bytes(value)
