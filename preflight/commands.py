@@ -26,6 +26,10 @@ class CheckOptions:
             raise PreflightError("unknown profile %r" % profile, "profiles: %s" % ", ".join(PROFILES))
         if not timeout > 0:
             raise PreflightError("--timeout must be more than 0 seconds, got %s" % timeout)
+        if facts_file and (python or nvml_fixture):
+            given = "--python" if python else "--nvml-fixture (or PREFLIGHT_NVML_FIXTURE)"
+            raise PreflightError("--facts evaluates a saved snapshot without probing; %s has nothing to probe" % given,
+                                 "give one or the other")
         self.profile = profile
         self.rules_paths = rules_paths or []
         self.select = select or []

@@ -185,6 +185,13 @@ def test_facts_missing_file_and_partial_snapshot(tmp_path):
     assert nvml["status"] == "error" and "did not run for this snapshot" in nvml["message"]
 
 
+def test_facts_cannot_be_combined_with_probing_options(tmp_path):
+    path = tmp_path / "facts.json"
+    path.write_text(run_cli("facts", "--nvml-fixture", nvml_fixture("h200-driver580.json")).stdout)
+    completed = run_cli("check", "--facts", str(path), "--nvml-fixture", nvml_fixture("h200-driver580.json"))
+    assert completed.returncode == 2 and "--facts evaluates a saved snapshot" in completed.stderr
+
+
 def test_facts_list_names_every_fact():
     listed = run_cli("facts", "--list").stdout
     for fact in ("nvml.driver_version", "gpu.memory.total", "cuda.compat", "host.shm.total", "python.packages"):

@@ -176,6 +176,13 @@ def test_driver_version_pass_warn_fail(tmp_path):
     assert warned["status"] == "warn" and warned["severity"] == "warning"
 
 
+def test_a_failed_driver_query_is_an_error_not_a_failure(tmp_path):
+    fixture = write_fixture(tmp_path, "h200-driver580.json", lambda d: d["system"].update(
+        nvmlSystemGetDriverVersion={"err": "NVMLError_Unknown", "code": 999}))
+    result = one(check("--select", "driver", fixture=fixture), "driver.version")
+    assert result["status"] == "error" and "NVMLError_Unknown (999)" in result["message"]
+
+
 def test_driver_version_set_overrides_threshold():
     assert status_of(check("--select", "driver", "--set", "driver.version.min=590"), "driver.version") == "fail"
     assert status_of(check("--select", "driver", "--set", "driver.version.min=520", fixture=RTX3060),

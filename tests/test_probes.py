@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NVML_FIXTURES, SHARED_NVML, load_nvml_fixture, nvml_fixture, run_cli, write_fixture
+from conftest import NVML_FIXTURES, SHARED_NVML, nvml_fixture, run_cli, write_fixture
 from preflight.errors import FixtureError
 from preflight.probes import host, nvml, nvml_replay, pyenv, torch_arch
 from preflight.probes.python_env import ProbeError

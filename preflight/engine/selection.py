@@ -66,7 +66,7 @@ def apply_settings(ruleset: RuleSet, settings: List[str], profile: Optional[str]
             if value not in SEVERITIES:
                 raise SelectionError("--set %s: severity must be one of %s" % (item, ", ".join(SEVERITIES)))
         rule.settings[key] = value
-        validate_params(rule, profile, lambda problem: SelectionError("--set %s: %s" % (item, problem)))
+        validate_params(rule, profile, lambda problem, item=item: SelectionError("--set %s: %s" % (item, problem)))
 
 
 def required_packages(rules: Iterable[Rule], profile: Optional[str]) -> List[Dict[str, object]]:

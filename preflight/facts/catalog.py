@@ -123,6 +123,17 @@ def _per_gpu(*keys: str) -> Compute:
     return compute
 
 
+def _nvml_system(field: str) -> Compute:
+    """A system-wide NVML value; a query that failed is unknown, not missing."""
+    def compute(facts: Facts, gpu) -> Any:
+        nvml = facts.section("nvml")
+        error = (nvml.get("errors") or {}).get(field)
+        if error:
+            raise Unknown("NVML could not read %s: %s" % (field, error))
+        return nvml.get(field)
+    return compute
+
+
 def _gpu_details(gpu: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     gpu = gpu or {}
     return {"gpu_name": gpu.get("name") or "GPU %s" % gpu.get("index"), "gpu_index": gpu.get("index")}
@@ -258,9 +269,9 @@ FACTS: Dict[str, Fact] = {fact.path: fact for fact in [
                  "gpu_is_lost", "binding_missing", "other"),
          details=("nvml_error", "nvml_message")),
     Fact("nvml.driver_version", "version", "NVIDIA driver version (nvmlSystemGetDriverVersion)", _NV,
-         _system("nvml", "driver_version"), implies=("nvml_ok",)),
+         _nvml_system("driver_version"), implies=("nvml_ok",)),
     Fact("nvml.cuda_driver_version", "version", "newest CUDA the driver supports (nvmlSystemGetCudaDriverVersion)",
-         _NV, _system("nvml", "cuda_driver_version"), implies=("nvml_ok",)),
+         _NV, _nvml_system("cuda_driver_version"), implies=("nvml_ok",)),
     Fact("visibility.count", "number", "GPUs a CUDA program will see (CUDA_VISIBLE_DEVICES applied)", _NV,
          _visible_count, details=("cuda_visible_devices", "visibility_notes", "machine_gpu_count"),
          implies=("nvml_ok",)),

@@ -76,7 +76,7 @@ def collect(probes, options: Options) -> Dict[str, Any]:
         "probes": {},
     }
     tasks = _start(probes, options, remaining)
-    for name, task in tasks.items():
+    for task in tasks.values():
         task.thread.join(remaining())
         _record(snapshot, task, options.timeout)
 

@@ -12,7 +12,6 @@ rest of the GPU is still read.
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any, Dict, List, Optional
 
