@@ -142,10 +142,16 @@ def list_rules(profile, output_format, rules_paths) -> int:
     from preflight import commands
     from preflight.render import rules_doc
 
+    if output_format == "markdown":  # the reference page: rules, facts, and the failure catalog
+        from preflight.engine import loader
+
+        ruleset = loader.load(list(rules_paths), failures=True)
+        rules = [r for r in ruleset.rules.values() if profile is None or profile in r.profiles]
+        click.echo(rules_doc.markdown(rules) + rules_doc.failures_markdown(list(ruleset.failures.values())), nl=False)
+        return 0
     ruleset = commands.load_rules(list(rules_paths), warn=_warn)
     rules = [r for r in ruleset.rules.values() if profile is None or profile in r.profiles]
-    render = {"text": rules_doc.list_text, "json": rules_doc.list_json, "markdown": rules_doc.markdown}[output_format]
-    click.echo(render(rules), nl=output_format != "markdown")
+    click.echo(rules_doc.list_text(rules) if output_format == "text" else rules_doc.list_json(rules))
     return 0
 
 
@@ -153,13 +159,64 @@ def list_rules(profile, output_format, rules_paths) -> int:
 @click.argument("rule_id")
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH", help="Add or override rules (repeatable).")
 def explain(rule_id, rules_paths) -> int:
-    """Show one rule in full: what it checks, why, its source and its fix."""
-    from preflight import commands
+    """Show one rule or known failure in full: what it checks or recognises, why, its source and its fix."""
+    from preflight.engine import loader
     from preflight.render import rules_doc
 
-    ruleset = commands.load_rules(list(rules_paths), warn=_warn)
-    click.echo(rules_doc.explain(ruleset.get(rule_id)))
+    ruleset = loader.load(list(rules_paths), failures=True)
+    for warning in ruleset.warnings:
+        _warn(warning)
+    if rule_id in ruleset.failures:
+        click.echo(rules_doc.explain_failure(ruleset.failures[rule_id]))
+    else:
+        click.echo(rules_doc.explain(ruleset.get(rule_id, also=ruleset.failures)))
     return 0
+
+
+@cli.command()
+@click.argument("log", required=False, metavar="[LOG|-]")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--facts", "facts_file", metavar="FILE", help="Make fixes concrete with a saved snapshot instead of probing.")
+@click.option("--no-facts", is_flag=True,
+              help="Do not look at this machine (the log comes from elsewhere): fixes stay generic.")
+@click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True,
+              help="Profile of the related check rules shown with each problem.")
+@click.option("--list", "list_catalog", is_flag=True, help="List the known failures instead of reading a log.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
+@_with(_probe_options)
+def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, color, python, nvml_fixture, timeout,
+             no_cache, rules_paths) -> int:
+    """Read a failed run's log (a file, '-' or a pipe) and name each known problem with its cause and fix.
+
+    \b
+    Exit codes: 0 nothing known found, 1 at least one known problem, 2 bad input.
+    """
+    from preflight import commands
+
+    if list_catalog:
+        from preflight.engine import loader
+        from preflight.render import rules_doc
+
+        click.echo(rules_doc.failures_text(list(loader.load(list(rules_paths), failures=True).failures.values())))
+        return 0
+    if log is None:
+        if sys.stdin.isatty():
+            raise click.UsageError("give a log file, or pipe one in: preflight diagnose train.log / ... | preflight diagnose -")
+        log = "-"
+    options = commands.DiagnoseOptions(use_facts=not no_facts, profile=profile, rules_paths=list(rules_paths),
+                                       facts_file=facts_file, python=python, nvml_fixture=nvml_fixture,
+                                       timeout=timeout, use_cache=not no_cache)
+    diagnosis = commands.diagnose(log, options, warn=_warn)
+    if output_format == "json":
+        import json
+
+        click.echo(json.dumps(diagnosis.to_json(), indent=2))
+    else:
+        from preflight.render import diagnosis_text
+
+        colored = _use_color(color)
+        click.echo(diagnosis_text.render(diagnosis, color=colored), color=colored)
+    return diagnosis.exit_code
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -88,3 +88,72 @@ def facts(options: CheckOptions, warn=None) -> Dict[str, Any]:
     ruleset = load_rules(options.rules_paths, warn)
     packages = selection.required_packages(list(ruleset.rules.values()), None)
     return collect.collect(set(collect.PROBES), _collect_options(options, packages))
+
+
+class DiagnoseOptions(CheckOptions):
+    """What diagnose needs: the check's probing options, plus whether to look at this machine at all."""
+
+    def __init__(self, use_facts: bool = True, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.use_facts = use_facts
+
+
+def open_log(path: str):
+    """A binary stream of the log: a file, '-' for stdin, or a .gz file; exit 2 when it cannot be read."""
+    import os
+    import sys
+
+    hint = "give the path of a training log, or '-' to read standard input"
+    if path == "-":
+        return sys.stdin.buffer
+    if os.path.isdir(path):
+        raise PreflightError("%s is a folder, not a log file" % path, hint)
+    try:
+        if path.endswith(".gz"):
+            import gzip
+
+            stream = gzip.open(path, "rb")
+            stream.peek(1)  # fail now, not half-way, on a file that is not gzip
+            return stream
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise PreflightError("%s: no such file" % path, hint)
+    except PermissionError:
+        raise PreflightError("%s: permission denied" % path, "run as a user who can read it")
+    except OSError as exc:
+        raise PreflightError("%s: cannot read it: %s" % (path, exc), hint)
+
+
+def diagnose(path: str, options: DiagnoseOptions, warn=None):
+    from preflight.diagnose import diagnosis
+    from preflight.diagnose.scan import scan
+
+    ruleset = loader.load(options.rules_paths, failures=True)
+    for warning in ruleset.warnings:
+        if warn:
+            warn(warning)
+    import sys
+    import zlib
+
+    stream = open_log(path)
+    try:
+        result = scan(stream, list(ruleset.failures.values()))
+    except (OSError, EOFError, zlib.error) as exc:  # a read error, or a damaged or truncated .gz
+        raise PreflightError("%s: reading failed: %s" % (path, exc), "is the file complete and readable?")
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    found = diagnosis.findings(result)
+    snapshot, facts_source = None, None
+    if found and options.use_facts:
+        if options.facts_file:
+            snapshot = snapshot_file.load(options.facts_file)
+            facts_source = "file %s" % options.facts_file
+        else:
+            probes = diagnosis.probes_for(found, ruleset)
+            if probes:
+                snapshot = collect.collect(probes, _collect_options(options, selection.required_packages(
+                    [ruleset.rules[r] for f in found for r in f.failure.rules if r in ruleset.rules], options.profile)))
+                facts_source = snapshot["source"]
+    diagnosis.complete(found, ruleset, snapshot, options.profile)
+    return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source)

@@ -29,8 +29,8 @@ class PreflightError(Exception):
 class RuleFileError(PreflightError):
     """A rule file cannot be read, parsed or validated."""
 
-    def __init__(self, path: str, problem: str, rule_id: str = "", hint: str = "") -> None:
-        where = "%s: rule '%s'" % (path, rule_id) if rule_id else str(path)
+    def __init__(self, path: str, problem: str, rule_id: str = "", hint: str = "", kind: str = "rule") -> None:
+        where = "%s: %s '%s'" % (path, kind, rule_id) if rule_id else str(path)
         super().__init__("%s: %s" % (where, problem), hint)
         self.path = path
         self.rule_id = rule_id

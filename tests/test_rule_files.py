@@ -166,7 +166,7 @@ FORBIDDEN_IN_FIXES = [
 
 
 def test_no_fix_repeats_the_seed_guides_mistakes():
-    text = "\n".join(p.read_text() for p in (REPO / "rules").glob("*.toml"))
+    text = "\n".join(p.read_text() for p in (REPO / "rules").rglob("*.toml"))  # checks, fixes and failures
     for pattern, why in FORBIDDEN_IN_FIXES:
         assert not re.search(pattern, text), why
 

@@ -15,7 +15,7 @@ STATUSES = (PASS, FAIL, WARN, SKIP, ERROR)
 
 class Result:
     def __init__(self, rule: Rule, status: str, severity: str, subject: str, observed: Any, expected: str,
-                 message: str, fix: Optional[Dict[str, Any]]) -> None:
+                 message: str, fix: Optional[Dict[str, Any]], variables: Optional[Dict[str, Any]] = None) -> None:
         self.rule = rule
         self.id = rule.id
         self.status = status
@@ -25,6 +25,7 @@ class Result:
         self.expected = expected
         self.message = message
         self.fix = fix
+        self.variables = variables or {}  # the template values behind message and fix
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -56,9 +57,9 @@ def _evaluate_rule(rule: Rule, facts: Facts, profile: Optional[str]) -> List[Res
     severity = rule.severity_for(profile)
     expected = rule.comparison.expected(params, texts)
 
-    def result(status: str, subject: str, message: str, observed: Any = None, fix=None) -> Result:
+    def result(status: str, subject: str, message: str, observed: Any = None, fix=None, variables=None) -> Result:
         shown_severity = "warning" if status == WARN else severity
-        return Result(rule, status, shown_severity, subject, observed, expected, message, fix)
+        return Result(rule, status, shown_severity, subject, observed, expected, message, fix, variables)
 
     for name in rule.conditions():
         condition = CONDITIONS[name]
@@ -104,5 +105,5 @@ def _evaluate_rule(rule: Rule, facts: Facts, profile: Optional[str]) -> List[Res
         if verdict.status in (FAIL, WARN):
             chosen = rule.fix_for(value)
             fix = chosen.render(variables) if chosen else None
-        results.append(result(verdict.status, subject, message, value, fix))
+        results.append(result(verdict.status, subject, message, value, fix, variables))
     return results

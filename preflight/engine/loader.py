@@ -1,40 +1,47 @@
 """Read rule files: TOML data, checked against the fact catalog and the comparisons.
 
 Nothing in a rule file is executed. A file that cannot be used stops the run
-with exit code 2 and a message naming the file, the rule and the problem;
+with exit code 2 and a message naming the file, the entry and the problem;
 keys nobody reads only warn (a typo must not pass silently).
 
-Layers: the default rules first, then each ``--rules PATH`` in order. A rule
-or fix in a later layer replaces the one with the same id (and keeps its place
+A rule file holds [[rule]] checks, [[fix]] fixes that rules and failures name
+by id, and [[failure]] signatures for `preflight diagnose`. The default
+failure catalog lives in rules/failures/ and is read only when asked for.
+
+Layers: the default rules first, then each ``--rules PATH`` in order. An
+entry in a later layer replaces the one with the same id (and keeps its place
 in the report); the same id twice within one layer is an error.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from preflight.engine import template
 from preflight.engine.compare import COMPARISONS
+from preflight.engine.fields import ENTRY_ID, EntryReader, build_fix, close_matches
 from preflight.engine.model import PROFILES, SEVERITIES, Fix, Rule
 from preflight.errors import PreflightError, RuleFileError
 from preflight.facts.catalog import CONDITIONS, FACTS
 
-_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$")
-_FIX_ID = re.compile(r"^[a-z][a-z0-9_.-]*$")
 _RULE_KEYS = {"id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message", "pass_message",
-              "labels",
-              "fix", "fixes", "why", "source", "profile"}
-_FIX_KEYS = {"id", "title", "steps", "commands"}
+              "labels", "fix", "fixes", "why", "source", "profile"}
+_TOP_LEVEL = ("rule", "fix", "failure", "schema")
 BASE_PLACEHOLDERS = {"observed", "expected", "subject", "profile", "rule_id", "title"}
 
 
 def all_placeholders() -> set:
-    names = set(BASE_PLACEHOLDERS)
+    """Every name a shared [[fix]] may use: result values, fact details and values, and log values."""
+    from preflight.diagnose.catalog import DERIVED_FROM_GROUPS, LOG_VALUES, RUN_PREFIX, fact_variable
+
+    names = set(BASE_PLACEHOLDERS) | set(LOG_VALUES)
+    for derived in DERIVED_FROM_GROUPS.values():
+        names.update(derived)
+    names.update(RUN_PREFIX + name for name in LOG_VALUES)
     for fact in FACTS.values():
         names.update(fact.details)
+        names.add(fact_variable(fact.path))
     for comparison in COMPARISONS.values():
         names.update(comparison.details)
         names.update(comparison.params)
@@ -45,15 +52,15 @@ class RuleSet:
     def __init__(self) -> None:
         self.rules: Dict[str, Rule] = {}
         self.fixes: Dict[str, Fix] = {}
+        self.failures: Dict[str, Any] = {}
         self.warnings: List[str] = []
         self.files: List[str] = []
 
-    def get(self, rule_id: str) -> Rule:
+    def get(self, rule_id: str, also=()) -> Rule:
+        """The rule with this id; exit 2 with the closest ids (of rules and of ``also``) when there is none."""
         if rule_id not in self.rules:
-            import difflib
-
-            close = difflib.get_close_matches(rule_id, list(self.rules), n=3)
-            hint = "did you mean %s?" % " or ".join(close) if close else "'preflight rules' lists every rule id"
+            known = list(self.rules) + list(also)
+            hint = close_matches(rule_id, known).strip(" ()") or "'preflight rules' lists every rule id"
             raise PreflightError("unknown rule id '%s'" % rule_id, hint)
         return self.rules[rule_id]
 
@@ -81,39 +88,44 @@ def rule_files(path: str) -> List[str]:
     raise RuleFileError(path, "no such file or folder", hint="--rules takes a .toml file or a folder of them")
 
 
-def load(paths: Optional[List[str]] = None, include_defaults: bool = True) -> RuleSet:
+def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failures: bool = False) -> RuleSet:
+    """Load rules and fixes (and, with ``failures``, the failure catalog)."""
     layers: List[List[str]] = []
     if include_defaults:
-        layers.append(rule_files(default_rules_dir()))
+        defaults = default_rules_dir()
+        layers.append(rule_files(defaults))
+        if failures:
+            layers[0] += rule_files(os.path.join(defaults, "failures"))
     for path in paths or []:
         layers.append(rule_files(path))
 
     ruleset = RuleSet()
-    parsed_layers = [[(path, _read_toml(path, ruleset)) for path in files] for files in layers]
+    parsed = [[(path, _read_toml(path, ruleset)) for path in files] for files in layers]
+    # Fixes first: rules and failures in any layer may name a fix from any layer.
+    _add_entries(ruleset, parsed, "fix", ruleset.fixes, _build_fix)
+    _add_entries(ruleset, parsed, "rule", ruleset.rules, _build_rule)
+    if failures:
+        from preflight.diagnose.catalog import build_failure
 
-    # Fixes first: rules in any layer may name a fix from any layer.
-    for layer in parsed_layers:
+        _add_entries(ruleset, parsed, "failure", ruleset.failures, build_failure)
+        for failure in ruleset.failures.values():
+            failure.link(ruleset)
+    for files in layers:
+        ruleset.files.extend(files)
+    return ruleset
+
+
+def _add_entries(ruleset: RuleSet, parsed, kind: str, into: Dict[str, Any], build) -> None:
+    for layer in parsed:
         seen: Dict[str, str] = {}
         for path, data in layer:
-            for raw in _tables(data, "fix", path):
-                fix = _build_fix(raw, path, ruleset)
-                if fix.id in seen:
-                    raise RuleFileError(path, "fix id '%s' is defined twice (also in %s)" % (fix.id, seen[fix.id]))
-                seen[fix.id] = path
-                ruleset.fixes[fix.id] = fix
-
-    for layer in parsed_layers:
-        seen = {}
-        for path, data in layer:
-            ruleset.files.append(path)
-            for raw in _tables(data, "rule", path):
-                rule = _build_rule(raw, path, ruleset)
-                if rule.id in seen:
-                    raise RuleFileError(path, "rule id '%s' is defined twice (also in %s)" % (rule.id, seen[rule.id]),
-                                        rule_id=rule.id)
-                seen[rule.id] = path
-                ruleset.rules[rule.id] = rule
-    return ruleset
+            for raw in _tables(data, kind, path):
+                entry = build(raw, path, ruleset)
+                if entry.id in seen:
+                    raise RuleFileError(path, "%s id '%s' is defined twice (also in %s)" % (kind, entry.id, seen[entry.id]),
+                                        entry.id if kind != "fix" else "", kind=kind)
+                seen[entry.id] = path
+                into[entry.id] = entry
 
 
 def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
@@ -131,8 +143,9 @@ def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise RuleFileError(path, "not valid TOML: %s" % exc)
     for key in data:
-        if key not in ("rule", "fix", "schema"):
-            ruleset.warnings.append("%s: unknown top-level key '%s' (ignored; rules go in [[rule]], fixes in [[fix]])" % (path, key))
+        if key not in _TOP_LEVEL:
+            ruleset.warnings.append("%s: unknown top-level key '%s' (ignored; write [[rule]], [[fix]] or [[failure]])"
+                                    % (path, key))
     return data
 
 
@@ -143,137 +156,81 @@ def _tables(data: Dict[str, Any], key: str, path: str) -> List[Dict[str, Any]]:
     return tables
 
 
-def _string(raw: Dict[str, Any], key: str, path: str, rule_id: str = "", required: bool = False,
-            default: str = "") -> str:
-    if key not in raw:
-        if required:
-            raise RuleFileError(path, "missing required key '%s'" % key, rule_id)
-        return default
-    value = raw[key]
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise RuleFileError(path, "'%s' must be a non-empty string, found %r" % (key, value), rule_id)
-    return value
+def reader(raw: Dict[str, Any], path: str, ruleset: RuleSet, kind: str) -> EntryReader:
+    """A reader for one entry; the entry's id must be a dotted lowercase name."""
+    plain = EntryReader(raw, path, kind, "", ruleset.warnings, ruleset.fixes)
+    entry_id = plain.string("id", required=True)
+    pattern_ok = ENTRY_ID.match(entry_id) if kind != "fix" else True
+    if not pattern_ok:
+        raise plain.error("%s id %r must be dotted lowercase words, e.g. 'gpu.memory'" % (kind, entry_id))
+    return EntryReader(raw, path, kind, entry_id, ruleset.warnings, ruleset.fixes)
 
 
-def _string_list(raw: Dict[str, Any], key: str, path: str, rule_id: str = "") -> List[str]:
-    value = raw.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise RuleFileError(path, "'%s' must be a list of strings, found %r" % (key, value), rule_id)
-    return value
-
-
-def _check_placeholders(texts: List[str], allowed: set, path: str, rule_id: str, what: str) -> None:
-    for text in texts:
-        unknown = sorted(template.placeholders(text) - allowed)
-        if unknown:
-            raise RuleFileError(path, "%s uses unknown placeholder(s) %s in %r (known here: %s)"
-                                % (what, ", ".join("{%s}" % u for u in unknown), text, ", ".join(sorted(allowed))),
-                                rule_id)
-
-
-def _build_fix(raw: Dict[str, Any], path: str, ruleset: RuleSet, fix_id: str = "", rule_id: str = "",
-               allowed: Optional[set] = None) -> Fix:
-    fix_id = fix_id or _string(raw, "id", path, required=True)
-    if not _FIX_ID.match(fix_id):
-        raise RuleFileError(path, "fix id %r must be lowercase letters, digits, '-', '_' or '.'" % fix_id, rule_id)
-    where = "fix '%s'" % fix_id
-    for key in raw:
-        if key not in _FIX_KEYS:
-            ruleset.warnings.append("%s: %s: unknown key '%s' (ignored)" % (path, where, key))
-    title = _string(raw, "title", path, rule_id, required=True)
-    fix = Fix(fix_id, title, _string_list(raw, "steps", path, rule_id), _string_list(raw, "commands", path, rule_id),
-              path)
-    _check_placeholders(fix.texts(), allowed or all_placeholders(), path, rule_id, where)
-    return fix
-
-
-def _resolve_fix(value: Any, path: str, rule_id: str, ruleset: RuleSet, name: str, allowed: set) -> Fix:
-    if isinstance(value, str):
-        if value not in ruleset.fixes:
-            import difflib
-
-            close = difflib.get_close_matches(value, list(ruleset.fixes), n=3)
-            raise RuleFileError(path, "%s names fix '%s', which no rule file defines%s"
-                                % (name, value, " (did you mean %s?)" % " or ".join(close) if close else ""), rule_id)
-        return ruleset.fixes[value]
-    if isinstance(value, dict):
-        return _build_fix(value, path, ruleset, fix_id="%s.%s" % (rule_id, name.replace("fixes.", "")),
-                          rule_id=rule_id, allowed=allowed)
-    raise RuleFileError(path, "%s must be a fix id or a table with title, steps and commands" % name, rule_id)
+def _build_fix(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Fix:
+    entry = EntryReader(raw, path, "fix", "", ruleset.warnings, ruleset.fixes)
+    return build_fix(entry, entry.string("id", required=True), all_placeholders())
 
 
 def _build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
-    rule_id = _string(raw, "id", path, required=True)
-    if not _ID.match(rule_id):
-        raise RuleFileError(path, "rule id %r must be dotted lowercase words, e.g. 'gpu.memory'" % rule_id)
-    for key in raw:
-        comparison_keys = COMPARISONS[raw["compare"]].params if raw.get("compare") in COMPARISONS else {}
-        if key not in _RULE_KEYS and key not in comparison_keys:
-            ruleset.warnings.append("%s: rule '%s': unknown key '%s' (ignored)" % (path, rule_id, key))
+    entry = reader(raw, path, ruleset, "rule")
+    rule_id = entry.entry_id
+    compare_name = raw.get("compare")
+    entry.warn_unknown(_RULE_KEYS | set(COMPARISONS[compare_name].params if compare_name in COMPARISONS else ()))
 
-    title = _string(raw, "title", path, rule_id, required=True)
-    severity = _string(raw, "severity", path, rule_id, default="error")
+    title = entry.string("title", required=True)
+    severity = entry.string("severity", default="error")
     if severity not in SEVERITIES:
-        raise RuleFileError(path, "severity %r is not one of %s" % (severity, ", ".join(SEVERITIES)), rule_id)
-    profiles = tuple(_string_list(raw, "profiles", path, rule_id) or PROFILES)
+        raise entry.error("severity %r is not one of %s" % (severity, ", ".join(SEVERITIES)))
+    profiles = tuple(entry.string_list("profiles") or PROFILES)
     for profile in profiles:
         if profile not in PROFILES:
-            raise RuleFileError(path, "unknown profile %r (profiles: %s)" % (profile, ", ".join(PROFILES)), rule_id)
-    when = tuple(_string_list(raw, "when", path, rule_id))
+            raise entry.error("unknown profile %r (profiles: %s)" % (profile, ", ".join(PROFILES)))
+    when = tuple(entry.string_list("when"))
     for condition in when:
         if condition not in CONDITIONS:
-            raise RuleFileError(path, "unknown condition %r in 'when' (conditions: %s)"
-                                % (condition, ", ".join(CONDITIONS)), rule_id)
+            raise entry.error("unknown condition %r in 'when' (conditions: %s)" % (condition, ", ".join(CONDITIONS)))
 
-    fact_name = _string(raw, "fact", path, rule_id, required=True)
+    fact_name = entry.string("fact", required=True)
     if fact_name not in FACTS:
-        import difflib
-
-        close = difflib.get_close_matches(fact_name, list(FACTS), n=3)
-        raise RuleFileError(path, "unknown fact '%s'%s" % (fact_name, " (did you mean %s?)" % " or ".join(close) if close else ""),
-                            rule_id, hint="'preflight facts --list' shows every fact a rule can read")
+        raise entry.error("unknown fact '%s'%s" % (fact_name, close_matches(fact_name, FACTS)),
+                          hint="'preflight facts --list' shows every fact a rule can read")
     fact = FACTS[fact_name]
-    compare_name = _string(raw, "compare", path, rule_id, required=True)
+    compare_name = entry.string("compare", required=True)
     if compare_name not in COMPARISONS:
-        raise RuleFileError(path, "unknown comparison '%s' (comparisons: %s)" % (compare_name, ", ".join(COMPARISONS)),
-                            rule_id)
+        raise entry.error("unknown comparison '%s' (comparisons: %s)" % (compare_name, ", ".join(COMPARISONS)))
     comparison = COMPARISONS[compare_name]
     if fact.kind not in comparison.kinds:
-        raise RuleFileError(path, "comparison '%s' does not apply to fact '%s', which is a %s (use one of: %s)"
-                            % (compare_name, fact_name, fact.kind,
-                               ", ".join(c.name for c in COMPARISONS.values() if fact.kind in c.kinds)), rule_id)
+        raise entry.error("comparison '%s' does not apply to fact '%s', which is a %s (use one of: %s)"
+                          % (compare_name, fact_name, fact.kind,
+                             ", ".join(c.name for c in COMPARISONS.values() if fact.kind in c.kinds)))
     if "per_gpu" in raw and raw["per_gpu"] is not fact.per_gpu:
-        raise RuleFileError(path, "per_gpu = %r, but fact '%s' is %s" % (raw["per_gpu"], fact_name,
-                                                                        "read per GPU" if fact.per_gpu else "system-wide"),
-                            rule_id)
+        raise entry.error("per_gpu = %r, but fact '%s' is %s"
+                          % (raw["per_gpu"], fact_name, "read per GPU" if fact.per_gpu else "system-wide"))
 
     raw_params = {key: raw[key] for key in comparison.params if key in raw}
-    profile_params = _profile_overrides(raw.get("profile", {}), comparison, path, rule_id)
+    profile_params = _profile_overrides(entry, comparison)
 
     labels = raw.get("labels", {})
     if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
-        raise RuleFileError(path, "'labels' must be a table of value = \"text\"", rule_id)
-    _check_values(list(labels), fact, path, rule_id, "labels")
+        raise entry.error("'labels' must be a table of value = \"text\"")
+    _check_values(entry, list(labels), fact, "labels")
 
     allowed = BASE_PLACEHOLDERS | set(fact.details) | set(comparison.details) | set(comparison.params)
-    message = _string(raw, "message", path, rule_id) or None
-    pass_message = _string(raw, "pass_message", path, rule_id) or None
-    _check_placeholders([m for m in (message, pass_message) if m] + list(labels.values()), allowed, path, rule_id,
-                        "message")
+    message = entry.string("message") or None
+    pass_message = entry.string("pass_message") or None
+    entry.check_placeholders([m for m in (message, pass_message) if m] + list(labels.values()), allowed, "message")
 
-    fix = _resolve_fix(raw["fix"], path, rule_id, ruleset, "fix", allowed) if "fix" in raw else None
+    fix = entry.fix(raw["fix"], "fix", allowed) if "fix" in raw else None
     fixes_raw = raw.get("fixes", {})
     if not isinstance(fixes_raw, dict):
-        raise RuleFileError(path, "'fixes' must be a table of observed value = fix", rule_id)
-    _check_values(list(fixes_raw), fact, path, rule_id, "fixes")
-    fixes_by_value = {value: _resolve_fix(f, path, rule_id, ruleset, "fixes.%s" % value, allowed)
-                      for value, f in fixes_raw.items()}
+        raise entry.error("'fixes' must be a table of observed value = fix")
+    _check_values(entry, list(fixes_raw), fact, "fixes")
+    fixes_by_value = {value: entry.fix(f, "fixes.%s" % value, allowed) for value, f in fixes_raw.items()}
 
     rule = Rule(rule_id, title, severity, profiles, when, fact, comparison, raw_params, profile_params, message,
-                pass_message, labels, fix, fixes_by_value, _string(raw, "why", path, rule_id), _string(raw, "source", path, rule_id),
-                path)
+                pass_message, labels, fix, fixes_by_value, entry.string("why"), entry.string("source"), path)
     for profile in (None,) + profiles:
-        validate_params(rule, profile, lambda problem: RuleFileError(path, problem, rule_id))
+        validate_params(rule, profile, entry.error)
     return rule
 
 
@@ -290,39 +247,37 @@ def validate_params(rule: Rule, profile: Optional[str], error) -> None:
         raise error("%s%s" % (exc, where))
 
 
-def _profile_overrides(raw: Any, comparison, path: str, rule_id: str) -> Dict[str, Dict[str, Any]]:
+def _profile_overrides(entry: EntryReader, comparison) -> Dict[str, Dict[str, Any]]:
+    raw = entry.raw.get("profile", {})
     if not isinstance(raw, dict):
-        raise RuleFileError(path, "'profile' must be a table of profile name = {overrides}", rule_id)
+        raise entry.error("'profile' must be a table of profile name = {overrides}")
     overrides = {}
     for profile, table in raw.items():
         if profile not in PROFILES:
-            raise RuleFileError(path, "[profile.%s]: unknown profile (profiles: %s)" % (profile, ", ".join(PROFILES)),
-                                rule_id)
+            raise entry.error("[profile.%s]: unknown profile (profiles: %s)" % (profile, ", ".join(PROFILES)))
         if not isinstance(table, dict):
-            raise RuleFileError(path, "[profile.%s] must be a table" % profile, rule_id)
+            raise entry.error("[profile.%s] must be a table" % profile)
         for key, value in table.items():
             if key == "severity":
                 if value not in SEVERITIES:
-                    raise RuleFileError(path, "[profile.%s] severity %r is not one of %s"
-                                        % (profile, value, ", ".join(SEVERITIES)), rule_id)
+                    raise entry.error("[profile.%s] severity %r is not one of %s" % (profile, value, ", ".join(SEVERITIES)))
             elif key not in comparison.params:
-                raise RuleFileError(path, "[profile.%s]: '%s' is not a parameter of comparison '%s' (parameters: %s)"
-                                    % (profile, key, comparison.name, ", ".join(comparison.params) or "none"), rule_id)
+                raise entry.error("[profile.%s]: '%s' is not a parameter of comparison '%s' (parameters: %s)"
+                                  % (profile, key, comparison.name, ", ".join(comparison.params) or "none"))
         overrides[profile] = dict(table)
     return overrides
 
 
-def _check_values(values: List[str], fact, path: str, rule_id: str, key: str) -> None:
+def _check_values(entry: EntryReader, values: List[str], fact, key: str) -> None:
     if fact.kind == "enum":
         allowed: Tuple[str, ...] = fact.values
     elif fact.kind == "bool":
         allowed = ("true", "false")
     else:
         if values:
-            raise RuleFileError(path, "'%s' keyed by value needs a fact with fixed values; '%s' is a %s"
-                                % (key, fact.path, fact.kind), rule_id)
+            raise entry.error("'%s' keyed by value needs a fact with fixed values; '%s' is a %s" % (key, fact.path, fact.kind))
         return
     unknown = [v for v in values if v not in allowed]
     if unknown:
-        raise RuleFileError(path, "'%s' names %s, which fact '%s' never takes (it takes: %s)"
-                            % (key, ", ".join(repr(u) for u in unknown), fact.path, ", ".join(allowed)), rule_id)
+        raise entry.error("'%s' names %s, which fact '%s' never takes (it takes: %s)"
+                          % (key, ", ".join(repr(u) for u in unknown), fact.path, ", ".join(allowed)))

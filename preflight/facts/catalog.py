@@ -189,6 +189,7 @@ def _cuda_compat(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
         raise Unknown("cannot read the driver's CUDA version (%r) or torch's (%r)"
                       % (nvml.get("cuda_driver_version"), torch.get("cuda")))
     details["python_executable"] = _python_executable(facts)
+    details["torch_version"] = torch.get("version") or "(not installed)"
     return value, details
 
 
@@ -351,7 +352,7 @@ FACTS: Dict[str, Fact] = {fact.path: fact for fact in [
     Fact("cuda.compat", "enum", "whether the driver runs torch's CUDA build", ("nvml", "python"), _cuda_compat,
          values=("ok", "minor_version_compat", "driver_too_old"),
          details=("torch_cuda", "driver_cuda", "driver_version", "required_driver", "compat_driver", "wheel_cuda",
-                  "index_url", "python_executable"),
+                  "index_url", "python_executable", "torch_version"),
          implies=("nvml_ok", "torch_cuda")),
     # container
     Fact("container.require.unsatisfied", "list", "NVIDIA_REQUIRE_* variables the host does not satisfy",

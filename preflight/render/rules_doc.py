@@ -129,3 +129,44 @@ def markdown(rules: List[Rule]) -> str:
     for condition in CONDITIONS.values():
         out.append("| `%s` | %s |" % (condition.name, condition.description))
     return "\n".join(out) + "\n"
+
+
+def failures_text(failures) -> str:
+    width = max([len(f.id) for f in failures] + [2])
+    lines = ["%s  %-8s  %-28s  %s" % ("ID".ljust(width), "PRIORITY", "CAUGHT BEFOREHAND BY", "TITLE")]
+    for failure in sorted(failures, key=lambda f: f.id):
+        lines.append("%s  %-8d  %-28s  %s" % (failure.id.ljust(width), failure.priority,
+                                               ",".join(failure.rules) or "-", failure.title))
+    return "\n".join(lines)
+
+
+def explain_failure(failure) -> str:
+    lines = [
+        "%s: %s" % (failure.id, failure.title),
+        "",
+        "  recognises (preflight diagnose):",
+    ]
+    for pattern in failure.patterns:
+        lines.append("    %s" % (pattern.regex.pattern if pattern.regex else repr(pattern.anchor)))
+    lines += ["", "  cause:     %s" % failure.cause, "  priority:  %d (higher: more likely the root cause)" % failure.priority]
+    if failure.rules:
+        lines.append("  caught beforehand by: %s" % ", ".join(failure.rules))
+    if failure.supersedes:
+        lines.append("  explains:  %s" % ", ".join(failure.supersedes))
+    if failure.source:
+        lines.append("  source:    %s" % failure.source)
+    lines += ["", "  fix:"] + _fix_lines(failure.fix, dict(failure.values), "    ")
+    lines += ["", "  defined in %s" % failure.origin]
+    return "\n".join(lines)
+
+
+def failures_markdown(failures) -> str:
+    out = ["", "# Known failures (`preflight diagnose`)", "",
+           "Generated from rules/failures/*.toml. Each entry names the check rules that catch it before a run.", "",
+           "| id | priority | recognises | caught beforehand by | fix |", "|---|---|---|---|---|"]
+    for failure in sorted(failures, key=lambda f: (-f.priority, f.id)):
+        anchors = "; ".join("`%s`" % p.anchor.replace("|", "\\|") for p in failure.patterns)
+        out.append("| `%s` | %d | %s | %s | %s |" % (failure.id, failure.priority, anchors,
+                                                   ", ".join("`%s`" % r for r in failure.rules) or "-",
+                                                   failure.fix.title))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,183 @@
+"""The known-failure catalog: signatures of real error messages, as data.
+
+A ``[[failure]]`` entry (rules/failures/*.toml, or a user's --rules file)::
+
+    id = "cuda.oom"                       # stable, dotted lowercase
+    title = "CUDA ran out of GPU memory"
+    priority = 70                          # 0-100: how likely the root cause when several appear
+    patterns = [                           # a plain string is a literal
+      "CUBLAS_STATUS_ALLOC_FAILED",
+      { anchor = "CUDA out of memory", regex = 'CUDA out of memory\\. Tried to allocate (?P<requested>\\S+ \\S+?)' },
+    ]
+    cause = "..."                          # plain words
+    fix = "cuda-oom"                       # a [[fix]] id (shared with check), or an inline table
+    rules = ["gpu.memory"]                 # the check rules that catch it beforehand
+    facts = ["gpu.memory.total"]           # facts that make the fix concrete
+    context = ["{gpu_name}: {gpu_memory_total} total"]   # lines shown when every name is known
+    supersedes = ["dataloader.worker_exited"]            # generic follow-ups this explains
+    set = { missing_pip = "'setuptools<82'" }            # fixed template values (override facts)
+    defaults = { index_url = "..." }                      # used only when nothing better is known
+    examples = ["..."]                     # real messages it must recognise (the tests replay them)
+
+Every pattern has a literal ``anchor`` that any matching line contains; the
+scanner looks for anchors in raw bytes and runs the regex only on those lines.
+Named groups become template values (``(?P<gpu_sm>sm_\\d+)`` fills
+``{gpu_sm}``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional
+
+from preflight.engine.fields import EntryReader, close_matches, optional_int
+from preflight.engine.model import Fix
+from preflight.facts.catalog import FACTS
+
+_KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",
+         "defaults", "examples", "source"}
+# Values a failure pattern can capture from a log line (named groups), which
+# any fix may use. An entry may capture other names for its own context and
+# inline fix.
+LOG_VALUES = {
+    "requested": "memory the failed allocation asked for (12.50 GiB)",
+    "cuda_device": "CUDA device index named in the message",
+    "gpu_sm": "the GPU's architecture named in the message (sm_120)",
+    "torch_archs": "the architectures torch says it supports",
+    "driver_cuda_code": "the driver's CUDA version as PyTorch prints it (11040); gives {driver_cuda} and {run_driver_cuda}",
+    "missing": "a module that could not be imported; gives {missing_pip}",
+    "observed": "the value the message reports (for example an unsatisfied requirement)",
+    "conda_env": "a conda environment name",
+    "requirement": "a pip requirement",
+    "device": "a --device value",
+}
+# Values computed from a named group (see diagnose.diagnosis).
+DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda"), "missing": ("missing_pip",),
+                       "gpu_sm": ("arch_index_url",)}
+# Every captured value is also available as run_<name>: filled only from the
+# log, never from this machine's facts, for lines about the failed run itself.
+RUN_PREFIX = "run_"
+
+
+def fact_variable(path: str) -> str:
+    """The template name of a fact's value: gpu.memory.total -> gpu_memory_total."""
+    return path.replace(".", "_")
+
+
+class Pattern:
+    def __init__(self, anchor: str, regex: Optional["re.Pattern[str]"]) -> None:
+        self.anchor = anchor
+        self.regex = regex
+
+    def match(self, line: str) -> Optional[Dict[str, str]]:
+        """The named groups when ``line`` matches (empty for a literal), else None."""
+        if self.anchor not in line:
+            return None
+        if self.regex is None:
+            return {}
+        found = self.regex.search(line)
+        if found is None:
+            return None
+        return {k: v for k, v in found.groupdict().items() if v is not None}
+
+
+class Failure:
+    def __init__(self, id: str, title: str, priority: int, patterns: List[Pattern], cause: str, fix: Fix,
+                 rules: List[str], facts: List[str], context: List[str], supersedes: List[str],
+                 values: Dict[str, str], defaults: Dict[str, str], examples: List[str], source: str,
+                 origin: str) -> None:
+        self.id = id
+        self.title = title
+        self.priority = priority
+        self.patterns = patterns
+        self.cause = cause
+        self.fix = fix
+        self.rules = rules
+        self.facts = facts
+        self.context = context
+        self.supersedes = supersedes
+        self.values = values
+        self.defaults = defaults
+        self.examples = examples
+        self.source = source
+        self.origin = origin
+
+    def link(self, ruleset) -> None:
+        """Check references to other entries once every file is loaded."""
+        from preflight.errors import RuleFileError
+
+        for rule_id in self.rules:
+            if rule_id not in ruleset.rules:
+                raise RuleFileError(self.origin, "'rules' names '%s', which is not a rule%s"
+                                    % (rule_id, close_matches(rule_id, ruleset.rules)), self.id, kind="failure")
+            if rule_id in ruleset.failures:
+                raise RuleFileError(self.origin, "id '%s' is both a rule and a failure" % rule_id, self.id, kind="failure")
+        if self.id in ruleset.rules:
+            raise RuleFileError(self.origin, "failure id '%s' is also a rule id; ids must be unique" % self.id, self.id,
+                                kind="failure")
+        for other in self.supersedes:
+            if other not in ruleset.failures:
+                raise RuleFileError(self.origin, "'supersedes' names '%s', which is not a failure%s"
+                                    % (other, close_matches(other, ruleset.failures)), self.id, kind="failure")
+
+
+def _pattern(entry: EntryReader, raw: Any, index: int) -> Pattern:
+    where = "patterns[%d]" % index
+    if isinstance(raw, str):
+        if not raw.strip():
+            raise entry.error("%s: a literal pattern cannot be empty" % where)
+        return Pattern(raw, None)
+    if not isinstance(raw, dict):
+        raise entry.error("%s must be a literal string or a table {anchor, regex}" % where)
+    unknown = set(raw) - {"anchor", "regex"}
+    if unknown:
+        raise entry.error("%s: unknown key(s) %s (a pattern has 'anchor' and 'regex')" % (where, ", ".join(sorted(unknown))))
+    anchor, regex = raw.get("anchor"), raw.get("regex")
+    if not isinstance(anchor, str) or not anchor.strip():
+        raise entry.error("%s needs 'anchor': a literal piece of text every match contains" % where)
+    if regex is None:
+        return Pattern(anchor, None)
+    if not isinstance(regex, str):
+        raise entry.error("%s: 'regex' must be a string" % where)
+    try:
+        compiled = re.compile(regex)
+    except re.error as exc:
+        raise entry.error("%s: %r is not a valid regular expression: %s" % (where, regex, exc))
+    bad = [name for name in compiled.groupindex if not re.match(r"^[a-z][a-z0-9_]*$", name)]
+    if bad:
+        raise entry.error("%s: group names must be lowercase words: %s" % (where, ", ".join(bad)))
+    return Pattern(anchor, compiled)
+
+
+def build_failure(raw: Dict[str, Any], path: str, ruleset) -> Failure:
+    from preflight.engine.loader import all_placeholders, reader
+
+    entry = reader(raw, path, ruleset, "failure")
+    entry.warn_unknown(_KEYS)
+    patterns_raw = raw.get("patterns")
+    if not isinstance(patterns_raw, list) or not patterns_raw:
+        raise entry.error("'patterns' must be a non-empty list of literal strings or {anchor, regex} tables")
+    patterns = [_pattern(entry, item, index) for index, item in enumerate(patterns_raw)]
+
+    facts = entry.string_list("facts")
+    for path_name in facts:
+        if path_name not in FACTS:
+            raise entry.error("'facts' names '%s', which is not a fact%s" % (path_name, close_matches(path_name, FACTS)))
+    values, defaults = raw.get("set", {}), raw.get("defaults", {})
+    for key, table in (("set", values), ("defaults", defaults)):
+        if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+            raise entry.error("'%s' must be a table of name = \"text\"" % key)
+
+    groups = {name for p in patterns if p.regex for name in p.regex.groupindex}
+    allowed = all_placeholders() | groups | {RUN_PREFIX + g for g in groups} | set(values) | set(defaults)
+    cause = entry.string("cause", required=True)
+    entry.check_placeholders([cause], set(), "cause (plain words only)")
+    context = entry.string_list("context")
+    entry.check_placeholders(context, allowed, "context")
+    if "fix" not in raw:
+        raise entry.error("missing required key 'fix'")
+    fix = entry.fix(raw["fix"], "fix", allowed)
+    examples = entry.string_list("examples")
+    return Failure(entry.entry_id, entry.string("title", required=True), optional_int(entry, "priority", 50, 0, 100),
+                   patterns, cause, fix, entry.string_list("rules"), facts, context, entry.string_list("supersedes"),
+                   dict(values), dict(defaults), examples, entry.string("source"), path)

@@ -1,0 +1,235 @@
+"""From scan hits to findings: one per problem, root cause first, fixes made concrete.
+
+- A failure that ``supersedes`` another explains it: "exited unexpectedly"
+  after a bus error is one problem, reported once, with the follow-up named.
+- Findings are ordered by ``priority`` (how likely the root cause), then by
+  where they first appear.
+- Template values come, weakest first, from: facts about this machine (the
+  fact's value and details), the related check rules evaluated against those
+  facts, the entry's ``set`` values, and the log line itself (named groups).
+  Lines of the fix or the context that still name an unknown value are left
+  out rather than shown with a hole; a fix title keeps generic words.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional
+
+from preflight import knowledge, units
+from preflight.diagnose.catalog import RUN_PREFIX, Failure, fact_variable
+from preflight.diagnose.scan import Hit, ScanResult
+from preflight.engine import template
+from preflight.engine.evaluate import Result, evaluate
+from preflight.facts.catalog import FACTS, Facts, Unknown
+
+# Values every fix may rely on when nothing better is known. A wheel index for
+# an unknown driver is the newest that covers every current GPU.
+GENERIC_DEFAULTS = {
+    "python_executable": "python",
+    "index_url": "https://download.pytorch.org/whl/cu128",
+    "arch_index_url": "https://download.pytorch.org/whl/cu128",
+}
+
+# Words for a fix title when a value is unknown (titles cannot be left out).
+TITLE_WORDS = {
+    "gpu_sm": "this GPU", "gpu_index": "this GPU", "required_driver": "a supported version",
+    "torch_cuda": "its CUDA version", "expected_first": "the expected", "recommended": "a recommended version",
+    "min": "the minimum",
+}
+
+
+class Finding:
+    def __init__(self, hit: Hit, explains: List[Hit]) -> None:
+        self.failure: Failure = hit.failure
+        self.hit = hit
+        self.explains = explains  # superseded hits: follow-ups of this problem
+        self.context: List[str] = []
+        self.fix: Dict[str, Any] = {}
+        self.checks: List[Result] = []
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "id": self.failure.id,
+            "title": self.failure.title,
+            "line": self.hit.line,
+            "count": self.hit.count,
+            "excerpt": self.hit.excerpt,
+            "cause": self.failure.cause,
+            "context": self.context,
+            "fix": self.fix,
+            "rules": self.failure.rules,
+            "checks": [{"id": r.id, "subject": r.subject, "status": r.status, "message": r.message} for r in self.checks],
+            "explains": [{"id": h.failure.id, "line": h.line, "excerpt": h.excerpt} for h in self.explains],
+        }
+
+
+class Diagnosis:
+    def __init__(self, source: str, scan: ScanResult, findings: List[Finding], facts_source: Optional[str]) -> None:
+        self.source = source
+        self.scan = scan
+        self.findings = findings
+        self.facts_source = facts_source
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.findings else 0
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "schema": "preflight.diagnosis/1",
+            "source": self.source,
+            "lines": self.scan.lines,
+            "bytes": self.scan.bytes,
+            "recognised": bool(self.findings),
+            "facts_source": self.facts_source,
+            "matches": [finding.to_json() for finding in self.findings],
+            "last_error_lines": [{"line": n, "text": t} for n, t in self.scan.error_lines()] if not self.findings else [],
+        }
+
+
+def findings(scan: ScanResult) -> List[Finding]:
+    hits = scan.hits
+    explained = {other for hit in hits.values() for other in hit.failure.supersedes if other in hits}
+    result = [Finding(hit, [hits[o] for o in hit.failure.supersedes if o in hits])
+              for failure_id, hit in hits.items() if failure_id not in explained]
+    result.sort(key=lambda f: (-f.failure.priority, f.hit.line))
+    return result
+
+
+def probes_for(found: Iterable[Finding], ruleset) -> set:
+    from preflight.engine.evaluate import probes_needed
+
+    needed: set = set()
+    for finding in found:
+        rules = [ruleset.rules[r] for r in finding.failure.rules if r in ruleset.rules]
+        needed |= probes_needed(rules)
+        for path in finding.failure.facts:
+            needed.update(FACTS[path].probes)
+    return needed
+
+
+def _text(value: Any, kind: str) -> Optional[str]:
+    if value is None:
+        return None
+    if kind == "bytes":
+        return units.format_gpu_memory(value)
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value) or "none"
+    return str(value)
+
+
+def _fact_values(failure: Failure, facts: Facts, cuda_device: Optional[str]) -> List[Dict[str, Any]]:
+    """One set of values for the system, or one per GPU the failure concerns."""
+    system: Dict[str, Any] = {}
+    per_gpu: Dict[int, Dict[str, Any]] = {}
+    try:
+        visible = facts.visible_indices()
+    except Unknown:
+        visible = []
+    if cuda_device is not None and cuda_device.isdigit() and int(cuda_device) < len(visible):
+        visible = [visible[int(cuda_device)]]  # the log names a CUDA index: the visible GPU at that position
+    for path in failure.facts:
+        fact = FACTS[path]
+        subjects = [(i, facts.gpu(i)) for i in visible] if fact.per_gpu else [(None, None)]
+        for index, gpu in subjects:
+            try:
+                value, details = fact.read(facts, gpu)
+            except Unknown:
+                continue
+            target = system if index is None else per_gpu.setdefault(index, {})
+            target.update({k: v for k, v in details.items() if v is not None})
+            shown = _text(value, fact.kind)
+            if shown is not None:
+                target[fact_variable(path)] = shown
+    if not per_gpu:
+        return [system]
+    return [dict(system, **values) for _, values in sorted(per_gpu.items())]
+
+
+def _derived(groups: Dict[str, str], ruleset) -> Dict[str, str]:
+    """Values the log implies: the driver's CUDA, the wheels that fit it and the GPU, a module's pip name."""
+    from preflight.facts import derived
+
+    values: Dict[str, str] = {}
+    code = groups.get("driver_cuda_code")
+    driver_cuda = knowledge.cuda_from_nvml(int(code)) if code and code.isdigit() else None
+    if driver_cuda:
+        wheel = derived.wheel_cuda_for(driver_cuda)
+        values.update(driver_cuda=driver_cuda, wheel_cuda=knowledge.cuda_text(wheel), index_url=derived.index_url(wheel),
+                      run_driver_cuda=driver_cuda)
+    sm = derived.parse_arch_flag(groups.get("gpu_sm", ""))
+    if sm:
+        cc = "%d.%d" % sm[1]
+        values["arch_index_url"] = derived.index_url(derived.wheel_cuda_for(driver_cuda, [cc]))
+    module = groups.get("missing")
+    if module:
+        values["missing_pip"] = _pip_name(module.split(".")[0], ruleset)
+    return values
+
+
+def _pip_name(module: str, ruleset) -> str:
+    """What to pip-install for an import name, from the package tables of the loaded rules."""
+    import shlex
+
+    for rule in ruleset.rules.values():
+        table = rule.raw_params.get("packages") if rule.comparison.name == "present" else None
+        for name, info in (table or {}).items():
+            if info.get("import", name) == module:
+                return shlex.quote(info.get("pip") or name)
+    return shlex.quote(module)
+
+
+def _related_checks(failure: Failure, ruleset, snapshot, profile: str) -> List[Result]:
+    rules = [ruleset.rules[r] for r in failure.rules if r in ruleset.rules]
+    return [r for r in evaluate(rules, snapshot, profile) if r.status != "skip"]
+
+
+def _render_lines(lines: Iterable[str], values: Dict[str, Any]) -> List[str]:
+    rendered = []
+    for line in lines:
+        text = template.render(line, values)
+        if not template.placeholders(text):
+            rendered.append(text)
+    return rendered
+
+
+def complete(found: List[Finding], ruleset, snapshot: Optional[Dict[str, Any]], profile: str = "train") -> None:
+    """Fill in each finding's context, fix and related check results."""
+    facts = Facts(snapshot) if snapshot is not None else None
+    for finding in found:
+        failure = finding.failure
+        groups = finding.hit.groups
+        value_sets: List[Dict[str, Any]] = [{}]
+        if facts is not None:
+            value_sets = _fact_values(failure, facts, groups.get("cuda_device"))
+            finding.checks = _related_checks(failure, ruleset, snapshot, profile)
+        from_checks: Dict[str, Any] = {}
+        for result in sorted(finding.checks, key=lambda r: r.status == "pass"):  # failing checks speak first
+            for key, value in result.variables.items():
+                from_checks.setdefault(key, value)
+        # Weakest first: generic defaults, what the log implies, this machine's facts, the related
+        # checks, the entry's fixed values, and what the log line says.
+        base = dict(GENERIC_DEFAULTS, **failure.defaults)
+        base.update(_derived(groups, ruleset))
+        from_log = dict(groups)
+        from_log.update((RUN_PREFIX + name, value) for name, value in groups.items())
+        merged_sets = []
+        for values in value_sets:
+            merged = dict(base)
+            for layer in (values, from_checks, failure.values, from_log):
+                merged.update(layer)
+            merged_sets.append(merged)
+        context: List[str] = []
+        for values in merged_sets:
+            for line in _render_lines(failure.context, values):
+                if line not in context:
+                    context.append(line)
+        finding.context = context
+        values = merged_sets[0]
+        fix = failure.fix
+        title = template.render(fix.title, values)
+        finding.fix = {
+            "title": template.render(title, TITLE_WORDS),
+            "steps": _render_lines(fix.steps, values),
+            "commands": _render_lines(fix.commands, values),
+        }

@@ -1,0 +1,175 @@
+"""Stream a log and find the known failures in it.
+
+The log is read in binary chunks and never held whole. Every catalog pattern
+has a literal anchor; one compiled alternation of all anchors finds candidate
+positions in the raw bytes, and only those lines are decoded (invalid UTF-8
+replaced), stripped of ANSI colour codes, split at carriage returns (progress
+bars redraw a line many times; the text is the last redraw that holds the
+anchor), and matched against the full patterns. A line longer than
+``MAX_LINE`` (binary garbage, a runaway progress bar) is looked at only
+around each anchor.
+
+The last ``TAIL_BYTES`` of the log are kept so that an unrecognised log can
+still show its last error-looking lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import BinaryIO, Deque, Dict, List, Optional, Tuple
+
+from preflight.diagnose.catalog import Failure
+
+CHUNK = 4 << 20
+MAX_LINE = 64 << 10     # longer lines are only looked at around a match
+WINDOW = 2000           # bytes of context kept either side of a match in a huge line
+EXCERPT = 400           # characters of a matching line shown to the user
+TAIL_BYTES = 256 << 10
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+_ERRORISH = re.compile(r"Traceback|[A-Za-z]*Error\b|Exception|\bFAILED\b|\bfailed\b|\bFatal\b|\bfatal\b|\bKilled\b|"
+                       r"Segmentation fault|core dumped|\bERROR\b|\berror:")
+
+
+def clean(raw: bytes, anchor: Optional[str] = None) -> str:
+    """The visible text of a raw log line: decoded, no colour codes, the relevant carriage-return segment."""
+    text = _ANSI.sub("", raw.decode("utf-8", "replace")).rstrip("\r\n")
+    if "\r" in text:
+        segments = [s for s in text.split("\r") if s.strip()]
+        if anchor:
+            holding = [s for s in segments if anchor in s]
+            segments = holding or segments
+        text = segments[-1] if segments else ""
+    return text.replace("\x00", "")
+
+
+class Hit:
+    """The first occurrence of one failure, and how often it occurred."""
+
+    def __init__(self, failure: Failure, line: int, excerpt: str, groups: Dict[str, str]) -> None:
+        self.failure = failure
+        self.line = line
+        self.excerpt = excerpt
+        self.groups = dict(groups)
+        self.count = 1
+        self.last_line = line
+
+
+class ScanResult:
+    def __init__(self) -> None:
+        self.hits: Dict[str, Hit] = {}
+        self.lines = 0
+        self.bytes = 0
+        self.tail = b""
+        self.tail_first_line = 1  # line number of the first complete line in ``tail``
+
+    def error_lines(self, most: int = 8) -> List[Tuple[int, str]]:
+        """The last error-looking lines of the log, with their line numbers."""
+        found: List[Tuple[int, str]] = []
+        for offset, raw in enumerate(self.tail.split(b"\n")):
+            text = clean(raw)
+            if text.strip() and _ERRORISH.search(text):
+                found.append((self.tail_first_line + offset, _shorten(text.strip())))
+        return found[-most:]
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= EXCERPT else text[:EXCERPT - 3] + "..."
+
+
+class Scanner:
+    def __init__(self, failures: List[Failure]) -> None:
+        self.by_anchor: Dict[bytes, List[Tuple[Failure, object]]] = {}
+        for failure in failures:
+            for pattern in failure.patterns:
+                self.by_anchor.setdefault(pattern.anchor.encode("utf-8"), []).append((failure, pattern))
+        anchors = sorted(self.by_anchor, key=len, reverse=True)
+        self.anchors = re.compile(b"|".join(re.escape(a) for a in anchors)) if anchors else None
+        self.overlap = max((len(a) for a in anchors), default=1)
+
+    def scan(self, stream: BinaryIO, chunk_size: int = CHUNK) -> ScanResult:
+        result = ScanResult()
+        tail: Deque[bytes] = deque()
+        tail_size = 0
+        buffer = b""
+        line_base = 1   # line number of buffer[0]
+        tail_lines_dropped = 0
+        while True:
+            chunk = stream.read(chunk_size)
+            if not chunk:
+                break
+            result.bytes += len(chunk)
+            tail.append(chunk)
+            tail_size += len(chunk)
+            while tail_size - len(tail[0]) >= TAIL_BYTES:
+                dropped = tail.popleft()
+                tail_size -= len(dropped)
+                tail_lines_dropped += dropped.count(b"\n")
+            buffer += chunk
+            cut = buffer.rfind(b"\n")
+            if cut == -1:
+                if len(buffer) > MAX_LINE:
+                    # One huge line: look at all but the last few bytes, which may hold half an anchor.
+                    keep = len(buffer) - self.overlap
+                    self._search(buffer, keep, line_base, result)
+                    buffer = buffer[keep:]
+                continue
+            self._search(buffer, cut + 1, line_base, result)
+            line_base += buffer.count(b"\n", 0, cut + 1)
+            buffer = buffer[cut + 1:]
+        if buffer:
+            self._search(buffer, len(buffer), line_base, result)
+        result.lines = line_base - 1 + (1 if buffer else 0)
+        joined = b"".join(tail)
+        first_newline = joined.find(b"\n") if tail_lines_dropped else -1
+        result.tail = joined[first_newline + 1:] if tail_lines_dropped else joined
+        result.tail_first_line = tail_lines_dropped + (2 if tail_lines_dropped else 1)
+        return result
+
+    def _search(self, buffer: bytes, end: int, line_base: int, result: ScanResult) -> None:
+        if self.anchors is None:
+            return
+        position = 0
+        counted_to, line = 0, line_base
+        while True:
+            # Matches must *start* before ``end``; the bytes after it are looked at again next time.
+            found = self.anchors.search(buffer, position)
+            if found is None or found.start() >= end:
+                return
+            start = buffer.rfind(b"\n", 0, found.start()) + 1
+            stop = buffer.find(b"\n", found.start(), len(buffer))
+            stop = len(buffer) if stop == -1 else stop
+            line += buffer.count(b"\n", counted_to, start)
+            counted_to = start
+            if stop - start > MAX_LINE:
+                start = max(start, found.start() - WINDOW)
+                stop = min(stop, found.end() + WINDOW)
+                position = found.end()
+            else:
+                position = stop + 1
+            self._match_line(buffer[start:stop], line, result)
+            if position >= end:
+                return
+
+    def _match_line(self, raw: bytes, line: int, result: ScanResult) -> None:
+        for anchor, candidates in self.by_anchor.items():
+            if anchor not in raw:
+                continue
+            text = clean(raw, anchor.decode("utf-8"))
+            for failure, pattern in candidates:
+                groups = pattern.match(text)
+                if groups is None:
+                    continue
+                hit = result.hits.get(failure.id)
+                if hit is None:
+                    result.hits[failure.id] = Hit(failure, line, _shorten(text.strip()), groups)
+                else:
+                    if hit.last_line != line:
+                        hit.count += 1
+                        hit.last_line = line
+                    for name, value in groups.items():
+                        hit.groups.setdefault(name, value)
+
+
+def scan(stream: BinaryIO, failures: List[Failure], chunk_size: int = CHUNK) -> ScanResult:
+    return Scanner(failures).scan(stream, chunk_size)

@@ -1,0 +1,58 @@
+"""A diagnosis for people: each problem with its line, excerpt, cause, what this machine shows, and the fix."""
+
+from __future__ import annotations
+
+from typing import List
+
+from preflight.diagnose.diagnosis import Diagnosis
+
+_STATUS = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "error": "ERROR", "skip": "SKIP"}
+
+
+def _size(count: int) -> str:
+    for unit, step in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= step:
+            return "%.1f %s" % (count / step, unit)
+    return "%d bytes" % count
+
+
+def render(diagnosis: Diagnosis, color: bool = False) -> str:
+    bold = (lambda t: "\033[1m%s\033[0m" % t) if color else (lambda t: t)
+    found = diagnosis.findings
+    head = "preflight diagnose: %s (%d lines, %s): " % (diagnosis.source, diagnosis.scan.lines,
+                                                       _size(diagnosis.scan.bytes))
+    lines: List[str] = []
+    if not found:
+        lines.append(head + "no known problem recognised")
+        errors = diagnosis.scan.error_lines()
+        if errors:
+            lines.append("")
+            lines.append("The last error-looking lines:")
+            lines.extend("  %7d | %s" % (number, text) for number, text in errors)
+            lines.append("")
+            lines.append("If this is a failure preflight should know, its catalog is rules/failures/*.toml: "
+                         "add a [[failure]] with --rules FILE.")
+        else:
+            lines.append("Nothing in it looks like an error.")
+        return "\n".join(lines)
+    lines.append(head + "%d known problem%s, most likely cause first" % (len(found), "" if len(found) == 1 else "s"))
+    for number, finding in enumerate(found, 1):
+        failure = finding.failure
+        times = " (%d times)" % finding.hit.count if finding.hit.count > 1 else ""
+        lines += ["", bold("%d. %s: %s" % (number, failure.id, failure.title))]
+        lines.append("   line %d%s:" % (finding.hit.line, times))
+        lines.append("   | %s" % finding.hit.excerpt)
+        for follow_up in finding.explains:
+            lines.append("   also explains line %d: %s" % (follow_up.line, follow_up.excerpt))
+        lines.append("   cause: %s" % failure.cause)
+        for context in finding.context:
+            lines.append("   here: %s" % context)
+        for check in finding.checks:
+            lines.append("   preflight check %s (%s): %s %s" % (check.id, check.subject, _STATUS[check.status],
+                                                               check.message))
+        lines.append("   fix: %s" % finding.fix["title"])
+        lines.extend("     - %s" % step for step in finding.fix["steps"])
+        lines.extend("     $ %s" % command for command in finding.fix["commands"])
+        if failure.rules:
+            lines.append("   caught before a run by: preflight check --select %s" % ",".join(failure.rules))
+    return "\n".join(lines)

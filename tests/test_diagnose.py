@@ -1,0 +1,353 @@
+"""preflight diagnose: real messages to causes and fixes, robust to whatever a log holds."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, REPO, nvml_fixture, ok, run_cli, write_fixture
+from preflight.diagnose import diagnosis
+from preflight.diagnose.scan import Scanner
+from preflight.engine import loader
+
+RULESET = loader.load(failures=True)
+FAILURES = list(RULESET.failures.values())
+
+
+def found_ids(text, chunk_size=1 << 22):
+    result = Scanner(FAILURES).scan(io.BytesIO(text.encode("utf-8") if isinstance(text, str) else text), chunk_size)
+    return [f.failure.id for f in diagnosis.findings(result)], result
+
+
+def diagnose_json(text, *args, env=None):
+    completed = run_cli("diagnose", "-", "--format", "json", *args, stdin=text, env=env)
+    assert completed.returncode in (0, 1), completed.stderr
+    return completed.returncode, json.loads(completed.stdout)
+
+
+# --- the catalog against real messages ------------------------------------------------------
+
+@pytest.mark.parametrize("failure", FAILURES, ids=[f.id for f in FAILURES])
+def test_every_catalog_entry_recognises_its_examples(failure):
+    assert failure.examples, "%s has no real example message" % failure.id
+    for example in failure.examples:
+        ids, _ = found_ids(example + "\n")
+        assert ids and ids[0] == failure.id, (example, ids)
+
+
+ERRORS = json.loads((FIXTURES / "h200-errors.json").read_text())
+# What PyTorch 2.11 really printed on the H200 node, and the problem each one is.
+ERRORS_EXPECTED = {
+    "cuda_oom": "cuda.oom",
+    "half_float_conv": "dtype.half_float",
+    "half_float_linear": "dtype.half_float",
+    "invalid_ordinal": "cuda.invalid_device",
+    "no_visible_gpu": "cuda.no_gpu_visible",
+    "device_mismatch": "device.mismatch",
+    "missing_thop": "module.missing",
+    "nccl_no_init": "ddp.not_initialized",
+    "dataloader_worker_killed": "dataloader.shm_bus_error",
+    "pynvml_deprecated_import": None,  # nvidia-ml-py was installed: nothing printed, nothing to find
+}
+
+
+def test_every_recorded_error_is_covered():
+    assert set(ERRORS) == set(ERRORS_EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS_EXPECTED))
+def test_real_pytorch_211_errors(name):
+    ids, _ = found_ids(ERRORS[name]["stderr"])
+    expected = ERRORS_EXPECTED[name]
+    assert ids == ([expected] if expected else []), ids
+
+
+def test_a_bus_error_and_its_exited_unexpectedly_are_one_problem():
+    code, report = diagnose_json(ERRORS["dataloader_worker_killed"]["stderr"], "--no-facts")
+    assert code == 1
+    [match] = report["matches"]
+    assert match["id"] == "dataloader.shm_bus_error" and match["line"] == 1
+    assert [e["id"] for e in match["explains"]] == ["dataloader.worker_exited"]
+    assert any("--ipc=host" in step for step in match["fix"]["steps"])
+
+
+# KNOWLEDGE.md section 6 and the seed guide's troubleshooting table, as printed.
+MESSAGES = [
+    ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 11.76 GiB of which 1.02 GiB is free.", "cuda.oom"),
+    ("DataLoader worker (pid 2817) is killed by signal: Bus error.", "dataloader.shm_bus_error"),
+    ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).", "dataloader.shm_bus_error"),
+    ("RuntimeError: DataLoader worker (pid(s) 2817, 2818) exited unexpectedly", "dataloader.worker_exited"),
+    ("RuntimeError: DataLoader worker (pid 2817) is killed by signal: Killed.", "dataloader.worker_killed"),
+    ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version", "cuda.driver_too_old"),
+    ("The NVIDIA driver on your system is too old (found version 11040).", "cuda.driver_too_old"),
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "torch.no_kernel_image"),
+    ("sm_120 is not compatible with the current PyTorch installation", "torch.no_kernel_image"),
+    ("RuntimeError: Input type (c10::Half) and bias type (float) should be the same", "dtype.half_float"),
+    ("RuntimeError: expected scalar type Half but found Float", "dtype.half_float"),
+    ("RuntimeError: expected scalar type Half", "dtype.half_float"),  # the seed's shortened form
+    ("RuntimeError: mat1 and mat2 must have the same dtype, but got Half and Float", "dtype.half_float"),
+    ("ModuleNotFoundError: No module named 'thop'", "module.missing"),
+    ("ModuleNotFoundError: No module named 'pkg_resources'", "module.pkg_resources"),
+    ("AssertionError: Torch not compiled with CUDA enabled", "torch.cpu_build"),
+    ("RuntimeError: No CUDA GPUs are available", "cuda.no_gpu_visible"),
+    ("RuntimeError: CUDA error: invalid device ordinal", "cuda.invalid_device"),
+    ("AssertionError: Invalid CUDA '--device 1' requested, use '--device cpu' or pass valid CUDA device(s)", "cuda.invalid_device"),
+    ("Failed to initialize NVML: Driver/library version mismatch", "nvml.driver_library_mismatch"),
+    ("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8", "nccl.system_error"),
+    ("CommandNotFoundError: Your shell has not been properly configured to use 'conda activate'.", "conda.not_initialized"),
+    ("ImportError: libGL.so.1: cannot open shared object file: No such file or directory", "opencv.libgl"),
+    ("AttributeError: 'list' object has no attribute 'view'", "yolov9.train_py_on_dual_model"),
+    ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver to a newer version, or use an earlier cuda container: unknown.", "container.requirement_unsatisfied"),
+    ("FutureWarning: The pynvml package is deprecated. Please install nvidia-ml-py instead.", "pynvml.deprecated"),
+]
+
+
+@pytest.mark.parametrize("message, expected", MESSAGES, ids=[m[1] + ":" + m[0][:30] for m in MESSAGES])
+def test_messages_from_the_knowledge_base_and_the_seed(message, expected):
+    ids, _ = found_ids(message + "\n")
+    assert ids[:1] == [expected], ids
+
+
+@pytest.mark.parametrize("innocent", [
+    "    raise RuntimeError(f'DataLoader worker (pid(s) {pids_str}) exited unexpectedly') from e",
+    "RuntimeError: expected scalar type Long but found Int",
+    "  exitcode  : 1 (pid: 2211)",
+    "Epoch 3: no module named in the config was skipped",
+    "      all       5000      36335      0.702      0.616      0.671      0.497",
+])
+def test_look_alikes_are_not_failures(innocent):
+    assert found_ids(innocent + "\n")[0] == []
+
+
+def test_a_pinned_torch_that_never_existed_names_its_requirement():
+    code, report = diagnose_json("ERROR: No matching distribution found for torch==1.10.0+cu121\n", "--no-facts")
+    match = report["matches"][0]
+    assert match["id"] == "pip.no_matching_distribution"
+    assert "torch==1.10.0+cu121" in match["fix"]["steps"][0]
+
+
+def test_missing_module_fix_installs_the_right_distribution():
+    _, report = diagnose_json("ModuleNotFoundError: No module named 'cv2'\n", "--no-facts")
+    assert report["matches"][0]["fix"]["commands"] == ["python -m pip install opencv-python-headless"]
+    _, report = diagnose_json("ModuleNotFoundError: No module named 'thop'\n", "--no-facts")
+    assert report["matches"][0]["fix"]["commands"] == ["python -m pip install thop"]
+    _, report = diagnose_json("ModuleNotFoundError: No module named 'pkg_resources'\n", "--no-facts")
+    assert report["matches"][0]["fix"]["commands"] == ["python -m pip install 'setuptools<82'"]
+
+
+# --- several problems, none, and order ---------------------------------------------------------
+
+def test_several_problems_root_cause_first_each_once():
+    log = "\n".join([
+        "Epoch 1/10 ...",
+        "ModuleNotFoundError: No module named 'thop'",
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 11.17 GiB total capacity)",
+        "RuntimeError: CUDA out of memory. Tried to allocate 40.00 MiB (GPU 0; 11.17 GiB total capacity)",
+        "Failed to initialize NVML: Driver/library version mismatch",
+    ]) + "\n"
+    code, report = diagnose_json(log, "--no-facts")
+    assert code == 1
+    assert [m["id"] for m in report["matches"]] == ["nvml.driver_library_mismatch", "cuda.oom", "module.missing"]
+    oom = report["matches"][1]
+    assert oom["line"] == 3 and oom["count"] == 2
+    assert "the failed run asked for 20.00 MiB more on CUDA device 0" in oom["context"]
+
+
+def test_a_clean_log_says_so_and_shows_the_last_errorish_lines():
+    log = "epoch 1 loss 0.5\nWARNING: something odd\nValueError: bad value in my own code\nepoch 2 loss 0.4\n"
+    completed = run_cli("diagnose", "-", stdin=log)
+    assert completed.returncode == 0
+    assert "no known problem recognised" in completed.stdout
+    assert "3 | ValueError: bad value in my own code" in completed.stdout
+    code, report = diagnose_json(log)
+    assert code == 0 and report["matches"] == [] and report["recognised"] is False
+    assert report["last_error_lines"] == [{"line": 3, "text": "ValueError: bad value in my own code"}]
+    empty = run_cli("diagnose", "-", stdin="")
+    assert empty.returncode == 0 and "Nothing in it looks like an error" in empty.stdout
+
+
+# --- hostile input ------------------------------------------------------------------------------
+
+def test_ansi_colour_and_carriage_return_progress_bars():
+    bar = "".join("\r  3/499  14.1G  1.23: %3d%%|####| %d/7330" % (p, p * 73) for p in range(0, 100, 5))
+    log = ("\x1b[34m\x1b[1mtrain: \x1b[0mScanning...\n" + bar + "\rRuntimeError: \x1b[31mCUDA out of memory.\x1b[0m"
+           " Tried to allocate 1.00 GiB (GPU 0; 7.79 GiB total capacity)\n")
+    ids, result = found_ids(log)
+    assert ids == ["cuda.oom"]
+    hit = result.hits["cuda.oom"]
+    assert hit.line == 2 and hit.excerpt.startswith("RuntimeError: CUDA out of memory.") and "\x1b" not in hit.excerpt
+
+
+def test_binary_garbage_and_invalid_utf8(tmp_path):
+    garbage = bytes(range(256)) * 4000 + b"\xff\xfe\x00\x00\xc3(\n"
+    data = garbage + b"ModuleNotFoundError: No module named 'thop'\n" + garbage
+    ids, result = found_ids(data)
+    assert ids == ["module.missing"] and result.hits["module.missing"].line == data[:data.index(b"Module")].count(b"\n") + 1
+    path = tmp_path / "garbage.bin"
+    path.write_bytes(garbage * 3)
+    completed = run_cli("diagnose", str(path))
+    assert completed.returncode == 0 and "Traceback" not in completed.stderr
+
+
+def test_huge_lines_and_anchors_split_across_chunks():
+    prefix = b"x" * (5 << 20)  # a 5 MB line without a newline
+    data = prefix + b" RuntimeError: No CUDA GPUs are available " + b"y" * (3 << 20) + b"\nok\n"
+    for chunk in (1 << 20, 1000, 4099, 7):  # boundaries fall inside the anchor for some of these
+        ids, result = found_ids(data, chunk_size=chunk)
+        assert ids == ["cuda.no_gpu_visible"], chunk
+        assert result.hits["cuda.no_gpu_visible"].line == 1
+        assert len(result.hits["cuda.no_gpu_visible"].excerpt) <= 400
+        assert result.lines == 2
+
+
+def test_line_numbers_survive_chunking():
+    lines = ["line %d" % i for i in range(1, 5001)]
+    lines[3999] = "AssertionError: Torch not compiled with CUDA enabled"
+    data = ("\n".join(lines) + "\n").encode()
+    for chunk in (64, 1000, 1 << 22):
+        ids, result = found_ids(data, chunk_size=chunk)
+        assert result.hits["torch.cpu_build"].line == 4000 and result.lines == 5000
+
+
+def test_gzip_logs_and_bad_inputs(tmp_path):
+    path = tmp_path / "train.log.gz"
+    with gzip.open(str(path), "wb") as out:
+        out.write(b"epoch 1\nRuntimeError: No CUDA GPUs are available\n")
+    completed = run_cli("diagnose", str(path), "--no-facts", "--format", "json")
+    assert completed.returncode == 1 and json.loads(completed.stdout)["matches"][0]["line"] == 2
+    broken = tmp_path / "broken.log.gz"
+    broken.write_bytes(b"this is not gzip")
+    for bad, problem in ((str(broken), "cannot read it"),
+                         (str(tmp_path / "missing.log"), "no such file"), (str(tmp_path), "is a folder")):
+        completed = run_cli("diagnose", bad)
+        assert completed.returncode == 2 and problem in completed.stderr and "Traceback" not in completed.stderr
+    truncated = tmp_path / "truncated.log.gz"
+    import random
+
+    noisy = "".join("epoch %d loss %.6f\n" % (i, random.random()) for i in range(50000)).encode()
+    truncated.write_bytes(gzip.compress(noisy)[:20000])
+    completed = run_cli("diagnose", str(truncated))
+    assert completed.returncode == 2 and "reading failed" in completed.stderr
+
+
+def test_stdin_must_be_a_pipe_or_a_file():
+    completed = subprocess.run([sys.executable, "-m", "preflight", "diagnose"], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, cwd=str(REPO / "tests"))
+    assert completed.returncode == 0  # /dev/null is not a terminal: an empty log
+
+
+# --- facts make fixes concrete ---------------------------------------------------------------------
+
+def test_oom_names_the_gpu_its_memory_and_the_processes(tmp_path):
+    fixture = write_fixture(tmp_path, "rtx3060-12g-driver525.json", lambda d: d["devices"][0].update(
+        nvmlDeviceGetComputeRunningProcesses=ok([{"pid": 4242, "usedGpuMemory": 9 * 2**30, "name": "python3"}])))
+    _, report = diagnose_json(ERRORS["cuda_oom"]["stderr"], "--nvml-fixture", fixture)
+    match = report["matches"][0]
+    assert match["id"] == "cuda.oom"
+    assert ("NVIDIA GeForce RTX 3060 (GPU 0): 12.0 GiB (12288 MiB) total, 11.9 GiB (12225 MiB) free now; "
+            "processes holding memory: python3 (pid 4242, 9216 MiB)") in match["context"]
+    assert [c["id"] for c in match["checks"]] == ["gpu.memory"]
+
+
+def test_no_kernel_image_names_compute_capability_and_torch_architectures(tmp_path, fake_env):
+    env = fake_env()
+    env.add_torch(version="2.5.1+cu124", cuda="12.4", arch_flags="sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90")
+    fixture = write_fixture(tmp_path, "h200-driver580.json", lambda d: d["devices"][0].update(
+        nvmlDeviceGetName=ok("NVIDIA GeForce RTX 5090"), nvmlDeviceGetCudaComputeCapability=ok([12, 0])))
+    _, report = diagnose_json("RuntimeError: CUDA error: no kernel image is available for execution on the device\n",
+                              "--nvml-fixture", fixture, "--python", env.python)
+    match = report["matches"][0]
+    assert ("NVIDIA GeForce RTX 5090 (GPU 0): compute capability 12.0 (sm_120); torch 2.5.1+cu124 has "
+            "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90") in match["context"]
+    assert match["fix"]["commands"][-1] == "%s -m pip install torch torchvision --index-url https://download.pytorch.org/whl/cu130" % env.python
+    assert match["checks"][0]["status"] == "fail"
+
+
+def test_driver_mismatch_names_both_versions_and_the_wheel(fake_env):
+    env = fake_env()
+    env.add_torch(version="2.9.0+cu130", cuda="13.0")
+    _, report = diagnose_json("RuntimeError: CUDA driver version is insufficient for CUDA runtime version\n",
+                              "--nvml-fixture", nvml_fixture("rtx3060-12g-driver525.json"), "--python", env.python)
+    match = report["matches"][0]
+    assert ("torch 2.9.0+cu130 is built for CUDA 13.0; the driver 525.60.13 supports CUDA 12.0; a torch for CUDA "
+            "11.8 runs on it: https://download.pytorch.org/whl/cu118") in match["context"]
+    assert "Upgrade the driver to 580.65.06 or newer (the minimum for CUDA 13.0)." in match["fix"]["steps"]
+
+
+def test_facts_file_and_no_facts(tmp_path):
+    facts = run_cli("facts", "--nvml-fixture", nvml_fixture("h200-driver580.json"))
+    path = tmp_path / "facts.json"
+    path.write_text(facts.stdout)
+    _, with_file = diagnose_json(ERRORS["cuda_oom"]["stderr"], "--facts", str(path))
+    assert any(line.startswith("NVIDIA H200 (GPU 0)") for line in with_file["matches"][0]["context"])
+    _, without = diagnose_json(ERRORS["cuda_oom"]["stderr"], "--no-facts")
+    assert without["facts_source"] is None and not any("H200" in c for c in without["matches"][0]["context"])
+
+
+# --- output contract and documentation -----------------------------------------------------------
+
+def test_json_contract():
+    code, report = diagnose_json(ERRORS["half_float_conv"]["stderr"], "--no-facts")
+    assert report["schema"] == "preflight.diagnosis/1" and report["source"] == "stdin"
+    match = report["matches"][0]
+    assert {"id", "line", "excerpt", "cause", "fix"} <= set(match)
+    assert set(match["fix"]) == {"title", "steps", "commands"}
+    assert match["excerpt"] == "RuntimeError: Input type (c10::Half) and bias type (float) should be the same"
+
+
+def test_explain_and_list_the_catalog():
+    explained = run_cli("explain", "cuda.oom")
+    assert explained.returncode == 0
+    assert "caught beforehand by: gpu.memory" in explained.stdout and "--batch-size -1" in explained.stdout
+    listed = run_cli("diagnose", "--list").stdout
+    assert all(f.id in listed for f in FAILURES)
+    assert run_cli("explain", "cuda.omm").returncode == 2
+
+
+def test_fixes_are_written_once_and_shared():
+    """A failure that a check rule catches uses a fix from the same file, and diagnose shows that rule."""
+    for failure in FAILURES:
+        assert failure.fix.id in RULESET.fixes or "." in failure.fix.id
+        for rule_id in failure.rules:
+            assert rule_id in RULESET.rules
+    shared = {f.fix.id for f in FAILURES} & {fix.id for rule in RULESET.rules.values()
+                                              for fix in [rule.fix, *rule.fixes_by_value.values()] if fix}
+    assert {"torch-arch-missing", "cuda-driver-too-old", "host-shm", "torch-cpu-build", "python-packages"} <= shared
+
+
+def test_a_user_can_add_a_failure(tmp_path):
+    path = tmp_path / "site.toml"
+    path.write_text(
+        '[[failure]]\nid = "site.quota"\ntitle = "Disk quota exceeded"\npatterns = ["Disk quota exceeded"]\n'
+        'cause = "The home directory is full."\nfix = { title = "Write runs to scratch", commands = ["df -h ."] }\n'
+        'examples = ["OSError: [Errno 122] Disk quota exceeded"]\n')
+    completed = run_cli("diagnose", "-", "--rules", str(path), "--format", "json", "--no-facts",
+                        stdin="OSError: [Errno 122] Disk quota exceeded: 'runs/exp3/weights/last.pt'\n")
+    assert json.loads(completed.stdout)["matches"][0]["id"] == "site.quota"
+
+
+@pytest.mark.parametrize("entry, problem", [
+    ('patterns = []', "'patterns' must be a non-empty list"),
+    ('patterns = [{ regex = "x" }]', "needs 'anchor'"),
+    ('patterns = [{ anchor = "x", regex = "(" }]', "is not a valid regular expression"),
+    ('patterns = ["x"]\nrules = ["gpu.memroy"]', "'rules' names 'gpu.memroy', which is not a rule (did you mean gpu.memory?)"),
+    ('patterns = ["x"]\nsupersedes = ["nope"]', "'supersedes' names 'nope'"),
+    ('patterns = ["x"]\ncontext = ["{nonsense}"]', "unknown placeholder(s) {nonsense}"),
+    ('patterns = ["x"]\nfacts = ["gpu.mem"]', "'facts' names 'gpu.mem'"),
+])
+def test_bad_failure_entries_exit_2(tmp_path, entry, problem):
+    path = tmp_path / "bad.toml"
+    path.write_text('[[failure]]\nid = "site.x"\ntitle = "t"\ncause = "c"\nfix = "host-shm"\n' + entry + "\n")
+    completed = run_cli("diagnose", "-", "--rules", str(path), stdin="x\n")
+    assert completed.returncode == 2
+    assert "failure 'site.x'" in completed.stderr and problem in completed.stderr, completed.stderr
+
+
+def test_readme_documents_diagnose_with_a_worked_example():
+    readme = (REPO / "README.md").read_text()
+    assert "preflight diagnose" in readme and "## Diagnose a failed run" in readme
