@@ -52,6 +52,30 @@ _probe_options = [
 ]
 
 
+_workload_options = [
+    click.option("--workload", metavar="ID", help="Size a workload against free GPU memory (yolov9-t, -s, -m, -c, -e)."),
+    click.option("--task", type=click.Choice(["train", "inference"]),
+                 help="What the workload does [default: train, or inference with --profile inference]."),
+    click.option("--batch", type=int, metavar="N", help="Total batch size (under DDP split across the GPUs) "
+                 "[default: 16 to train, as train_dual.py; 1 for inference]."),
+    click.option("--img", "imgsz", type=int, default=640, show_default=True, metavar="N", help="Image size (--img)."),
+    click.option("--fp32", is_flag=True, help="Training without AMP (train_dual.py uses AMP by default)."),
+    click.option("--half", is_flag=True, help="Inference in FP16, as detect_dual.py --half (FP32 by default)."),
+]
+
+
+def _workload(workload, task, batch, imgsz, fp32, half, default_task: str):
+    from preflight import commands
+
+    if workload is None:
+        given = [name for name, value in (("--task", task), ("--batch", batch), ("--fp32", fp32), ("--half", half))
+                 if value]
+        if given or imgsz != 640:
+            raise click.UsageError("%s only mean something with --workload" % ", ".join(given or ["--img"]))
+        return None
+    return commands.WorkloadOptions(workload, task or default_task, batch, imgsz, fp32, half)
+
+
 def _with(options):
     def decorate(function):
         for option in reversed(options):
@@ -86,15 +110,17 @@ def cli() -> None:
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
 @_with(_probe_options)
+@_with(_workload_options)
 def check(profile, output_format, strict, quiet, select, ignore, settings, facts_file, color, python, nvml_fixture,
-          timeout, no_cache, rules_paths) -> int:
+          timeout, no_cache, rules_paths, workload, task, batch, imgsz, fp32, half) -> int:
     """Check this machine and environment against the rules; print a report with a fix for every problem."""
     from preflight import commands
 
+    wanted = _workload(workload, task, batch, imgsz, fp32, half, "inference" if profile == "inference" else "train")
     options = commands.CheckOptions(
         profile=profile, rules_paths=list(rules_paths), select=_split(select), ignore=_split(ignore),
         settings=list(settings), facts_file=facts_file, python=python, nvml_fixture=nvml_fixture, timeout=timeout,
-        use_cache=not no_cache, strict=strict,
+        use_cache=not no_cache, strict=strict, workload=wanted,
     )
     report = commands.check(options, warn=_warn)
     if output_format == "json":
@@ -217,6 +243,37 @@ def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, co
         colored = _use_color(color)
         click.echo(diagnosis_text.render(diagnosis, color=colored), color=colored)
     return diagnosis.exit_code
+
+
+@cli.command()
+@click.option("--workload", required=True, metavar="ID", help="The workload (yolov9-t, -s, -m, -c, -e, or your own).")
+@click.option("--task", type=click.Choice(["train", "inference"]), default="train", show_default=True)
+@click.option("--batch", type=int, metavar="N", help="Batch size per GPU [default: batch 1, with the largest that fits].")
+@click.option("--img", "imgsz", type=int, default=640, show_default=True, metavar="N", help="Image size (--img).")
+@click.option("--fp32", is_flag=True, help="Training without AMP.")
+@click.option("--half", is_flag=True, help="Inference in FP16 (detect_dual.py --half).")
+@click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME",
+              help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
+              show_default=True)
+@click.option("--facts", "facts_file", metavar="FILE", help="This machine's GPUs from a saved snapshot.")
+@click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
+              help="This machine's GPUs from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
+@click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS")
+@click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
+              help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
+def plan(workload, task, batch, imgsz, fp32, half, gpu_filters, output_format, facts_file, nvml_fixture, timeout,
+         rules_paths) -> int:
+    """Will a workload fit, and which GPU to use: memory needed, whether it fits, and the largest batch, per GPU."""
+    from preflight import commands
+    from preflight.render import plan as render
+
+    options = commands.CheckOptions(rules_paths=list(rules_paths), facts_file=facts_file, nvml_fixture=nvml_fixture,
+                                    timeout=timeout, workload=commands.WorkloadOptions(workload, task, batch, imgsz,
+                                                                                       fp32, half))
+    result = commands.plan(options, list(gpu_filters), warn=_warn)
+    click.echo({"text": render.text, "json": render.as_json, "markdown": render.markdown}[output_format](result))
+    return 0
 
 
 def main(argv: Optional[List[str]] = None) -> None:

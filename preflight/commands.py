@@ -16,12 +16,27 @@ from preflight.facts import collect, snapshot as snapshot_file
 from preflight.report import Report
 
 
+class WorkloadOptions:
+    """A workload to size: --workload, --task, --batch, --img, --fp32/--half."""
+
+    def __init__(self, workload: str, task: str = "train", batch: Optional[int] = None, imgsz: int = 640,
+                 fp32: bool = False, half: bool = False) -> None:
+        from preflight.capacity.estimate import precision_for
+
+        self.workload = workload
+        self.task = task
+        self.precision = precision_for(task, fp32, half)
+        self.batch = batch
+        self.imgsz = imgsz
+
+
 class CheckOptions:
     def __init__(self, profile: str = "train", rules_paths: Optional[List[str]] = None,
                  select: Optional[List[str]] = None, ignore: Optional[List[str]] = None,
                  settings: Optional[List[str]] = None, facts_file: Optional[str] = None,
                  python: Optional[str] = None, nvml_fixture: Optional[str] = None, timeout: float = 10.0,
-                 use_cache: bool = True, strict: bool = False, environ=None) -> None:
+                 use_cache: bool = True, strict: bool = False, environ=None,
+                 workload: Optional["WorkloadOptions"] = None) -> None:
         if profile not in PROFILES:
             raise PreflightError("unknown profile %r" % profile, "profiles: %s" % ", ".join(PROFILES))
         if not timeout > 0:
@@ -42,20 +57,44 @@ class CheckOptions:
         self.use_cache = use_cache
         self.strict = strict
         self.environ = environ
+        self.workload = workload
 
 
-def load_rules(rules_paths: List[str], warn=None) -> loader.RuleSet:
-    ruleset = loader.load(rules_paths)
+def load_rules(rules_paths: List[str], warn=None, **kinds) -> loader.RuleSet:
+    ruleset = loader.load(rules_paths, **kinds)
     for warning in ruleset.warnings:
         if warn:
             warn(warning)
     return ruleset
 
 
-def choose_rules(options: CheckOptions, warn=None) -> List[Rule]:
-    ruleset = load_rules(options.rules_paths, warn)
+def choose_rules(options: CheckOptions, warn=None, ruleset: Optional[loader.RuleSet] = None) -> List[Rule]:
+    ruleset = ruleset or load_rules(options.rules_paths, warn)
     selection.apply_settings(ruleset, options.settings, options.profile)
     return selection.choose(ruleset, options.profile, options.select, options.ignore)
+
+
+def workload_request(ruleset: loader.RuleSet, wanted: WorkloadOptions) -> Dict[str, Any]:
+    from preflight.capacity import estimate
+
+    batch = wanted.batch if wanted.batch is not None else (16 if wanted.task == "train" else 1)
+    return estimate.make_request(ruleset.workloads, wanted.workload, wanted.task, wanted.precision, batch,
+                                 wanted.imgsz)
+
+
+def attach_workload(request: Dict[str, Any], facts: Dict[str, Any], ruleset: loader.RuleSet) -> None:
+    """Put the workload into the facts: split over the visible GPUs, with the catalog GPUs that would hold it."""
+    from preflight.capacity import estimate
+
+    visible = (facts.get("visibility") or {}).get("count") or 1
+    request = dict(request, gpus=visible, per_gpu_batch=estimate.per_gpu_batch(request["batch"], visible))
+    if request["batch"] % visible:
+        request["notes"] = request["notes"] + [
+            "batch %d does not divide by %d GPUs; train_dual.py needs a multiple of the GPU count under DDP"
+            % (request["batch"], visible)]
+    request["catalog_fits"] = [g.name for g in estimate.fitting_gpus(request, request["per_gpu_batch"],
+                                                                      ruleset.gpus.values())]
+    facts["workload"] = request
 
 
 def _collect_options(options: CheckOptions, packages: List[Dict[str, Any]]) -> collect.Options:
@@ -70,7 +109,9 @@ def _collect_options(options: CheckOptions, packages: List[Dict[str, Any]]) -> c
 
 def check(options: CheckOptions, warn=None) -> Report:
     started = time.monotonic()
-    rules = choose_rules(options, warn)
+    ruleset = load_rules(options.rules_paths, warn, capacity=options.workload is not None)
+    rules = choose_rules(options, warn, ruleset)
+    request = workload_request(ruleset, options.workload) if options.workload else None
     if options.facts_file:
         facts = snapshot_file.load(options.facts_file)
         source = "file %s" % options.facts_file
@@ -78,6 +119,8 @@ def check(options: CheckOptions, warn=None) -> Report:
         packages = selection.required_packages(rules, options.profile)
         facts = collect.collect(probes_needed(rules), _collect_options(options, packages))
         source = facts["source"]
+    if request is not None:
+        attach_workload(request, facts, ruleset)
     results = evaluate(rules, facts, options.profile)
     return Report(options.profile, results, strict=options.strict, facts_source=source,
                   seconds=time.monotonic() - started)
@@ -157,3 +200,19 @@ def diagnose(path: str, options: DiagnoseOptions, warn=None):
                 facts_source = snapshot["source"]
     diagnosis.complete(found, ruleset, snapshot, options.profile)
     return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source)
+
+
+def plan(options: CheckOptions, gpu_filters: List[str], warn=None):
+    """Size a workload on every catalog GPU and on this machine's GPUs."""
+    from preflight.capacity import planning
+
+    ruleset = load_rules(options.rules_paths, warn, capacity=True)
+    request = workload_request(ruleset, options.workload)
+    if options.workload.batch is None:
+        request["batch"] = None
+    snapshot = None
+    if options.facts_file:
+        snapshot = snapshot_file.load(options.facts_file)
+    else:
+        snapshot = collect.collect({"nvml"}, _collect_options(options, []))
+    return planning.plan(request, ruleset, snapshot, gpu_filters)

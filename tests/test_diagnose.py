@@ -335,7 +335,7 @@ def test_a_user_can_add_a_failure(tmp_path):
     ('patterns = []', "'patterns' must be a non-empty list"),
     ('patterns = [{ regex = "x" }]', "needs 'anchor'"),
     ('patterns = [{ anchor = "x", regex = "(" }]', "is not a valid regular expression"),
-    ('patterns = ["x"]\nrules = ["gpu.memroy"]', "'rules' names 'gpu.memroy', which is not a rule (did you mean gpu.memory?)"),
+    ('patterns = ["x"]\nrules = ["gpu.memroy"]', "'rules' names 'gpu.memroy', which is not a rule (did you mean gpu.memory"),
     ('patterns = ["x"]\nsupersedes = ["nope"]', "'supersedes' names 'nope'"),
     ('patterns = ["x"]\ncontext = ["{nonsense}"]', "unknown placeholder(s) {nonsense}"),
     ('patterns = ["x"]\nfacts = ["gpu.mem"]', "'facts' names 'gpu.mem'"),

@@ -184,15 +184,6 @@ def _related_checks(failure: Failure, ruleset, snapshot, profile: str) -> List[R
     return [r for r in evaluate(rules, snapshot, profile) if r.status != "skip"]
 
 
-def _render_lines(lines: Iterable[str], values: Dict[str, Any]) -> List[str]:
-    rendered = []
-    for line in lines:
-        text = template.render(line, values)
-        if not template.placeholders(text):
-            rendered.append(text)
-    return rendered
-
-
 def complete(found: List[Finding], ruleset, snapshot: Optional[Dict[str, Any]], profile: str = "train") -> None:
     """Fill in each finding's context, fix and related check results."""
     facts = Facts(snapshot) if snapshot is not None else None
@@ -221,15 +212,8 @@ def complete(found: List[Finding], ruleset, snapshot: Optional[Dict[str, Any]], 
             merged_sets.append(merged)
         context: List[str] = []
         for values in merged_sets:
-            for line in _render_lines(failure.context, values):
+            for line in template.render_known(failure.context, values):
                 if line not in context:
                     context.append(line)
         finding.context = context
-        values = merged_sets[0]
-        fix = failure.fix
-        title = template.render(fix.title, values)
-        finding.fix = {
-            "title": template.render(title, TITLE_WORDS),
-            "steps": _render_lines(fix.steps, values),
-            "commands": _render_lines(fix.commands, values),
-        }
+        finding.fix = failure.fix.render(merged_sets[0], TITLE_WORDS)

@@ -27,7 +27,7 @@ from preflight.facts.catalog import CONDITIONS, FACTS
 
 _RULE_KEYS = {"id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message", "pass_message",
               "labels", "fix", "fixes", "why", "source", "profile"}
-_TOP_LEVEL = ("rule", "fix", "failure", "schema")
+_TOP_LEVEL = ("rule", "fix", "failure", "workload", "gpu", "schema")
 BASE_PLACEHOLDERS = {"observed", "expected", "subject", "profile", "rule_id", "title"}
 
 
@@ -53,6 +53,8 @@ class RuleSet:
         self.rules: Dict[str, Rule] = {}
         self.fixes: Dict[str, Fix] = {}
         self.failures: Dict[str, Any] = {}
+        self.workloads: Dict[str, Any] = {}
+        self.gpus: Dict[str, Any] = {}
         self.warnings: List[str] = []
         self.files: List[str] = []
 
@@ -88,14 +90,17 @@ def rule_files(path: str) -> List[str]:
     raise RuleFileError(path, "no such file or folder", hint="--rules takes a .toml file or a folder of them")
 
 
-def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failures: bool = False) -> RuleSet:
-    """Load rules and fixes (and, with ``failures``, the failure catalog)."""
+def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failures: bool = False,
+         capacity: bool = False) -> RuleSet:
+    """Load rules and fixes; with ``failures`` the failure catalog, with ``capacity`` workloads and GPUs."""
     layers: List[List[str]] = []
     if include_defaults:
         defaults = default_rules_dir()
         layers.append(rule_files(defaults))
         if failures:
             layers[0] += rule_files(os.path.join(defaults, "failures"))
+        if capacity:
+            layers[0] += rule_files(os.path.join(defaults, "capacity"))
     for path in paths or []:
         layers.append(rule_files(path))
 
@@ -110,6 +115,11 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
         _add_entries(ruleset, parsed, "failure", ruleset.failures, build_failure)
         for failure in ruleset.failures.values():
             failure.link(ruleset)
+    if capacity:
+        from preflight.capacity.catalog import build_gpu, build_workload
+
+        _add_entries(ruleset, parsed, "workload", ruleset.workloads, build_workload)
+        _add_entries(ruleset, parsed, "gpu", ruleset.gpus, build_gpu)
     for files in layers:
         ruleset.files.extend(files)
     return ruleset

@@ -25,11 +25,14 @@ class Fix:
     def texts(self) -> List[str]:
         return [self.title] + self.steps + self.commands
 
-    def render(self, values: Dict[str, Any]) -> Dict[str, Any]:
+    def render(self, values: Dict[str, Any], title_words: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        """The fix with values filled in. A step or command that still names an unknown value is left
+        out rather than shown with a hole; the title keeps ``title_words`` for unknown values."""
+        title = template.render(self.title, values)
         return {
-            "title": template.render(self.title, values),
-            "steps": template.render_all(self.steps, values),
-            "commands": template.render_all(self.commands, values),
+            "title": template.render(title, title_words or {}),
+            "steps": template.render_known(self.steps, values),
+            "commands": template.render_known(self.commands, values),
         }
 
 

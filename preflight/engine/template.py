@@ -9,7 +9,7 @@ literal braces; shell forms such as ``${HOME}`` are left alone.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping, Set
+from typing import Any, Iterable, List, Mapping, Set
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_][a-z0-9_]*)\}")
 
@@ -37,5 +37,11 @@ def render(text: str, values: Mapping[str, Any]) -> str:
     return _PLACEHOLDER.sub(replace, text)
 
 
-def render_all(texts: Iterable[str], values: Mapping[str, Any]):
-    return [render(text, values) for text in texts]
+def render_known(texts: Iterable[str], values: Mapping[str, Any]) -> List[str]:
+    """Render each text; leave out those that still name a value that is unknown (missing or None)."""
+    rendered = []
+    for text in texts:
+        filled = render(text, values)
+        if not placeholders(filled):
+            rendered.append(filled)
+    return rendered

@@ -12,6 +12,7 @@ Adding a fact here is all it takes for rule files to use it.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from preflight.facts import derived
@@ -256,6 +257,43 @@ def _gpu_memory(field: str) -> Compute:
     return compute
 
 
+def _gib(value: int) -> str:
+    return "%.1f GiB" % (value / 2**30)
+
+
+def _workload_fit(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+    """Does the requested workload (check --workload) fit in this GPU's free memory?"""
+    from preflight.capacity import estimate
+
+    request = facts.snapshot.get("workload")
+    if not request:
+        raise Unknown("no workload was given (--workload)")
+    free = ((gpu or {}).get("memory") or {}).get("free")
+    if free is None:
+        raise Unknown("NVML gave no free memory for GPU %s" % (gpu or {}).get("index"))
+    batch = request["per_gpu_batch"]
+    required = estimate.required_bytes(request, batch)
+    most = estimate.max_batch(request, free)
+    if required <= free:
+        value = "fits"
+    else:
+        value = "%s_too_big%s" % (request["task"], "" if most else "_at_batch_1")
+    needed = int(math.ceil(request["batch"] / most)) if most else None  # GPUs like this one for the whole batch
+    smaller = estimate.largest_imgsz(request, batch, free)
+    smallest_run = estimate.largest_imgsz(request, 1, free)
+    details = _gpu_memory("free")(facts, gpu)[1]
+    details.update(
+        workload=request["id"], task=request["task"], precision_text=estimate.PRECISION_WORDS[request["precision"]],
+        batch=request["batch"], per_gpu_batch=batch, gpus=request["gpus"], imgsz=request["imgsz"],
+        required=_gib(required), free=_gib(free), max_batch=most, max_batch_total=most * request["gpus"],
+        smaller_img=smaller or "none", smaller_img_batch1=smallest_run or "none", gpus_needed=needed,
+        device_list=",".join(str(i) for i in range(needed or 1)), bigger_gpus=", ".join(request["catalog_fits"][:3])
+        or "none in the catalog", margin_text="%d%%" % round(request["margin"] * 100),
+        measured_on=request["measured_on"], estimate_notes="; ".join(request["notes"]) or None,
+    )
+    return value, details
+
+
 def _with_gpu_details(compute: Compute) -> Compute:
     return lambda facts, gpu: (compute(facts, gpu), _gpu_details(gpu))
 
@@ -317,6 +355,15 @@ FACTS: Dict[str, Fact] = {fact.path: fact for fact in [
          details=("gpu_name", "gpu_index", "torch_archs", "gpu_sm", "torch_version", "arch_index_url",
                   "python_executable"),
          implies=("nvml_ok", "gpu_visible", "torch_cuda")),
+    Fact("gpu.workload.fit", "enum",
+         "whether the requested workload (check --workload) fits in the GPU's free memory", _GPU, _workload_fit,
+         per_gpu=True, values=("fits", "train_too_big", "train_too_big_at_batch_1", "inference_too_big",
+                               "inference_too_big_at_batch_1"),
+         details=("gpu_name", "gpu_index", "gpu_processes", "workload", "task", "precision_text", "batch",
+                  "per_gpu_batch", "gpus", "imgsz", "required", "free", "max_batch", "max_batch_total", "smaller_img",
+                  "smaller_img_batch1",
+                  "gpus_needed", "device_list", "bigger_gpus", "margin_text", "measured_on", "estimate_notes"),
+         implies=("workload_requested", "nvml_ok", "gpu_visible")),
     # host
     Fact("host.cpu.count", "number", "CPUs this process may use (affinity and cgroup quota applied)", ("host",),
          _system("host", "cpu", "count")),
@@ -395,7 +442,12 @@ def _container_capabilities(facts: Facts) -> Optional[str]:
     return None if value is not None else "NVIDIA_DRIVER_CAPABILITIES is not set"
 
 
+def _workload_requested(facts: Facts) -> Optional[str]:
+    return None if facts.snapshot.get("workload") else "no workload was given (check --workload ID)"
+
+
 CONDITIONS: Dict[str, Condition] = {c.name: c for c in [
+    Condition("workload_requested", "a workload was given (--workload)", (), _workload_requested),
     Condition("nvml_ok", "NVML initialised", ("nvml",), _nvml_ok),
     Condition("gpu_visible", "at least one GPU is visible to CUDA", ("nvml",), _gpu_visible),
     Condition("conda_active", "conda is in use", ("python",), _conda_active),

@@ -8,7 +8,7 @@ from typing import Any, Dict
 from preflight.errors import FactsFileError
 
 SCHEMA = "preflight.facts/1"
-SECTIONS = ("nvml", "visibility", "host", "python", "torch_arch", "container")
+SECTIONS = ("nvml", "visibility", "host", "python", "torch_arch", "container", "workload")
 _HINT = "a facts file is the JSON that 'preflight facts' prints; create one with: preflight facts > facts.json"
 
 

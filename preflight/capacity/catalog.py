@@ -1,0 +1,143 @@
+"""Workloads and GPUs as data ([[workload]] and [[gpu]] entries, rules/capacity/).
+
+A workload::
+
+    [[workload]]
+    id = "yolov9-c"
+    title = "..."
+    measured_on = "NVIDIA H200, PyTorch 2.11"      # say what the numbers come from
+    margin = 0.10                                  # added to every estimate
+    reference_imgsz = 640
+
+    [[workload.estimate]]                          # one per task and precision
+    task = "train"                                 # train | inference
+    precision = "amp"                              # train: amp | fp32; inference: fp16 | fp32
+    fixed_bytes = 1547000000                       # CUDA context, weights, optimizer state
+    per_image_bytes = 1082400000                   # per image at reference_imgsz
+    measured_batches = [1, 8, 16, 64]              # where the numbers were measured
+    measured_imgsz = [320, 640, 960]
+    extrapolated = ""                              # how it was derived, when not measured
+
+memory = (fixed_bytes + per_image_bytes * batch * (imgsz / reference_imgsz)^2) * (1 + margin).
+
+A GPU: ``id``, ``name``, ``memory_mib`` (the total NVML reports),
+``compute_capability`` and ``source``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from preflight.engine.fields import EntryReader
+
+PRECISIONS = {"train": ("amp", "fp32"), "inference": ("fp16", "fp32")}
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_WORKLOAD_KEYS = {"id", "title", "parameters", "measured_on", "source", "margin", "reference_imgsz", "estimate"}
+_ESTIMATE_KEYS = {"task", "precision", "fixed_bytes", "per_image_bytes", "measured_batches", "measured_imgsz",
+                  "extrapolated"}
+_GPU_KEYS = {"id", "name", "memory_mib", "compute_capability", "source"}
+
+
+class Estimate:
+    def __init__(self, task: str, precision: str, fixed_bytes: int, per_image_bytes: int,
+                 measured_batches: List[int], measured_imgsz: List[int], extrapolated: str) -> None:
+        self.task = task
+        self.precision = precision
+        self.fixed_bytes = fixed_bytes
+        self.per_image_bytes = per_image_bytes
+        self.measured_batches = measured_batches
+        self.measured_imgsz = measured_imgsz
+        self.extrapolated = extrapolated
+
+
+class Workload:
+    def __init__(self, id: str, title: str, parameters: Optional[int], measured_on: str, source: str, margin: float,
+                 reference_imgsz: int, estimates: Dict[Tuple[str, str], Estimate], origin: str) -> None:
+        self.id = id
+        self.title = title
+        self.parameters = parameters
+        self.measured_on = measured_on
+        self.source = source
+        self.margin = margin
+        self.reference_imgsz = reference_imgsz
+        self.estimates = estimates
+        self.origin = origin
+
+
+class GpuModel:
+    def __init__(self, id: str, name: str, memory_mib: int, compute_capability: str, source: str) -> None:
+        self.id = id
+        self.name = name
+        self.memory_mib = memory_mib
+        self.compute_capability = compute_capability
+        self.source = source
+
+    @property
+    def memory_bytes(self) -> int:
+        return self.memory_mib * 2**20
+
+
+def _reader(raw: Dict[str, Any], path: str, ruleset, kind: str) -> EntryReader:
+    plain = EntryReader(raw, path, kind, "", ruleset.warnings, ruleset.fixes)
+    entry_id = plain.string("id", required=True)
+    if not _ID.match(entry_id):
+        raise plain.error("%s id %r must be lowercase letters, digits, '.', '-' or '_'" % (kind, entry_id))
+    return EntryReader(raw, path, kind, entry_id, ruleset.warnings, ruleset.fixes)
+
+
+def _int(entry: EntryReader, raw: Dict[str, Any], key: str, low: int, required: bool = True) -> Optional[int]:
+    if key not in raw and not required:
+        return None
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise entry.error("'%s' must be a whole number of at least %d, found %r" % (key, low, value))
+    return value
+
+
+def _int_list(entry: EntryReader, raw: Dict[str, Any], key: str) -> List[int]:
+    value = raw.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+        raise entry.error("'%s' must be a list of positive whole numbers, found %r" % (key, value))
+    return sorted(value)
+
+
+def build_workload(raw: Dict[str, Any], path: str, ruleset) -> Workload:
+    entry = _reader(raw, path, ruleset, "workload")
+    entry.warn_unknown(_WORKLOAD_KEYS)
+    margin = raw.get("margin", 0.10)
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
+        raise entry.error("'margin' must be a fraction from 0 to below 1 (0.10 is 10%%), found %r" % (margin,))
+    estimates_raw = raw.get("estimate")
+    if not isinstance(estimates_raw, list) or not estimates_raw or not all(isinstance(e, dict) for e in estimates_raw):
+        raise entry.error("needs at least one [[workload.estimate]] table")
+    estimates: Dict[Tuple[str, str], Estimate] = {}
+    for table in estimates_raw:
+        sub = EntryReader(table, path, "workload", entry.entry_id, ruleset.warnings, ruleset.fixes)
+        sub.warn_unknown(_ESTIMATE_KEYS)
+        task = sub.string("task", required=True)
+        precision = sub.string("precision", required=True)
+        if task not in PRECISIONS:
+            raise entry.error("estimate task %r must be one of %s" % (task, ", ".join(PRECISIONS)))
+        if precision not in PRECISIONS[task]:
+            raise entry.error("estimate precision %r for %s must be one of %s"
+                              % (precision, task, ", ".join(PRECISIONS[task])))
+        if (task, precision) in estimates:
+            raise entry.error("two estimates for %s %s" % (task, precision))
+        estimates[(task, precision)] = Estimate(
+            task, precision, _int(entry, table, "fixed_bytes", 0), _int(entry, table, "per_image_bytes", 1),
+            _int_list(entry, table, "measured_batches"), _int_list(entry, table, "measured_imgsz"),
+            sub.string("extrapolated"))
+    return Workload(entry.entry_id, entry.string("title", default=entry.entry_id), _int(entry, raw, "parameters", 1, False),
+                    entry.string("measured_on", required=True), entry.string("source"), float(margin),
+                    _int(entry, raw, "reference_imgsz", 32) if "reference_imgsz" in raw else 640, estimates, path)
+
+
+def build_gpu(raw: Dict[str, Any], path: str, ruleset) -> GpuModel:
+    entry = _reader(raw, path, ruleset, "gpu")
+    entry.warn_unknown(_GPU_KEYS)
+    cc = entry.string("compute_capability", required=True)
+    if not re.match(r"^\d+\.\d$", cc):
+        raise entry.error("'compute_capability' must look like 8.6, found %r" % cc)
+    return GpuModel(entry.entry_id, entry.string("name", required=True), _int(entry, raw, "memory_mib", 1), cc,
+                    entry.string("source", required=True))

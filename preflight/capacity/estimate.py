@@ -1,0 +1,126 @@
+"""A workload's GPU memory at a batch and image size, and what fits where.
+
+A request is plain data (JSON-serialisable): ``check --workload`` puts it in
+the facts snapshot and ``plan`` uses it directly, so both compute alike.
+Memory is always per GPU; under DDP each of N GPUs holds batch / N images.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Optional
+
+from preflight.capacity.catalog import PRECISIONS, GpuModel, Workload
+from preflight.errors import PreflightError
+
+IMG_STRIDE = 32             # YOLOv9 rounds --img up to a multiple of its largest stride
+CATALOG_RESERVED = 0.005    # share of an idle catalog GPU's memory the driver keeps (0.43% measured on the H200)
+DEFAULT_PRECISION = {"train": "amp", "inference": "fp32"}  # train_dual.py uses AMP; detect_dual.py FP32 unless --half
+PRECISION_WORDS = {"amp": "AMP", "fp32": "FP32", "fp16": "FP16"}
+
+
+def precision_for(task: str, fp32: bool = False, half: bool = False) -> str:
+    if task not in PRECISIONS:
+        raise PreflightError("--task must be train or inference, got %r" % task)
+    if fp32 and task != "train":
+        raise PreflightError("--fp32 is for training (inference is FP32 unless --half)")
+    if half and task != "inference":
+        raise PreflightError("--half is for inference (training uses AMP unless --fp32)",
+                             "train_dual.py turns AMP on by itself; --fp32 estimates a run with it off")
+    if fp32:
+        return "fp32"
+    if half:
+        return "fp16"
+    return DEFAULT_PRECISION[task]
+
+
+def make_request(workloads: Dict[str, Workload], workload_id: str, task: str, precision: str, batch: Optional[int],
+                 imgsz: int) -> Dict[str, Any]:
+    """Validate a request (exit 2 on bad input) and gather what estimating it needs."""
+    if workload_id not in workloads:
+        from preflight.engine.fields import close_matches
+
+        raise PreflightError("unknown workload '%s'%s" % (workload_id, close_matches(workload_id, workloads)),
+                             "workloads: %s" % ", ".join(sorted(workloads)))
+    workload = workloads[workload_id]
+    if batch is not None and batch < 1:
+        hint = ("with --batch-size -1 YOLOv9 picks the batch itself; preflight plan shows the largest batch that fits"
+                if batch == -1 else "give the batch size the run will use, 1 or more")
+        raise PreflightError("--batch must be 1 or more, got %d" % batch, hint)
+    if imgsz < 1:
+        raise PreflightError("--img must be a positive number of pixels, got %d" % imgsz, "for example --img 640")
+    estimate = workload.estimates.get((task, precision))
+    if estimate is None:
+        raise PreflightError("workload '%s' has no estimate for %s in %s" % (workload_id, task,
+                                                                          PRECISION_WORDS[precision]),
+                             "it has: %s" % ", ".join("%s %s" % k for k in sorted(workload.estimates)))
+    rounded = int(math.ceil(imgsz / IMG_STRIDE) * IMG_STRIDE)
+    notes = []
+    if rounded != imgsz:
+        notes.append("--img %d is rounded up to %d, as YOLOv9 does (a multiple of %d)" % (imgsz, rounded, IMG_STRIDE))
+    if estimate.extrapolated:
+        notes.append("extrapolated: %s" % estimate.extrapolated)
+    if estimate.measured_imgsz and not estimate.measured_imgsz[0] <= rounded <= estimate.measured_imgsz[-1]:
+        notes.append("extrapolated: --img %d is outside the measured sizes (%d to %d); memory scaled with the pixel count"
+                     % (rounded, estimate.measured_imgsz[0], estimate.measured_imgsz[-1]))
+    if batch and estimate.measured_batches and batch > estimate.measured_batches[-1]:
+        notes.append("extrapolated: batch %d is above the largest measured batch (%d); memory grows linearly with it"
+                     % (batch, estimate.measured_batches[-1]))
+    return {
+        "id": workload.id, "title": workload.title, "task": task, "precision": precision, "batch": batch,
+        "imgsz": rounded, "fixed_bytes": estimate.fixed_bytes, "per_image_bytes": estimate.per_image_bytes,
+        "margin": workload.margin, "reference_imgsz": workload.reference_imgsz, "measured_on": workload.measured_on,
+        "notes": notes,
+    }
+
+
+def per_gpu_batch(batch: int, gpus: int) -> int:
+    """Images each GPU holds under DDP (train_dual.py splits --batch-size across the processes)."""
+    return int(math.ceil(batch / max(1, gpus)))
+
+
+def required_bytes(request: Dict[str, Any], batch: int, imgsz: Optional[int] = None) -> int:
+    imgsz = imgsz or request["imgsz"]
+    scale = (imgsz / request["reference_imgsz"]) ** 2
+    return int(round((request["fixed_bytes"] + request["per_image_bytes"] * batch * scale) * (1 + request["margin"])))
+
+
+def max_batch(request: Dict[str, Any], available: int, imgsz: Optional[int] = None) -> int:
+    """The largest batch per GPU that fits in ``available`` bytes (0: not even one image)."""
+    imgsz = imgsz or request["imgsz"]
+    per_image = request["per_image_bytes"] * (imgsz / request["reference_imgsz"]) ** 2
+    room = available / (1 + request["margin"]) - request["fixed_bytes"]
+    if room < per_image:
+        return 0
+    batch = int(room // per_image)
+    while batch > 0 and required_bytes(request, batch, imgsz) > available:  # rounding at the edge
+        batch -= 1
+    return batch
+
+
+def largest_imgsz(request: Dict[str, Any], batch: int, available: int) -> Optional[int]:
+    """The largest image size (a multiple of 32, at most the requested one) at which ``batch`` fits."""
+    size = request["imgsz"]
+    while size >= IMG_STRIDE:
+        if required_bytes(request, batch, size) <= available:
+            return size
+        size -= IMG_STRIDE
+    return None
+
+
+def gpus_needed(request: Dict[str, Any], batch: int, available: int, most: int = 64) -> Optional[int]:
+    """How many GPUs like this one spread ``batch`` so that each share fits."""
+    for count in range(1, most + 1):
+        if required_bytes(request, per_gpu_batch(batch, count)) <= available:
+            return count
+    return None
+
+
+def catalog_available(gpu: GpuModel) -> int:
+    return int(gpu.memory_bytes * (1 - CATALOG_RESERVED))
+
+
+def fitting_gpus(request: Dict[str, Any], batch: int, gpus: Iterable[GpuModel]) -> List[GpuModel]:
+    """Catalog GPUs that hold ``batch`` images each, smallest memory first."""
+    fitting = [g for g in gpus if required_bytes(request, batch) <= catalog_available(g)]
+    return sorted(fitting, key=lambda g: g.memory_mib)

@@ -1,0 +1,119 @@
+"""preflight plan: one workload against every catalog GPU and this machine's GPUs."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from preflight.capacity import estimate
+from preflight.errors import PreflightError
+from preflight.facts.catalog import Facts, Unknown
+
+
+class Row:
+    def __init__(self, name: str, source: str, subject: str, memory_bytes: int, available_bytes: int,
+                 compute_capability: Optional[str], arch: str, required_bytes: int, fits: bool, max_batch: int) -> None:
+        self.name = name
+        self.source = source
+        self.subject = subject
+        self.memory_bytes = memory_bytes
+        self.available_bytes = available_bytes
+        self.compute_capability = compute_capability
+        self.arch = arch
+        self.required_bytes = required_bytes
+        self.fits = fits
+        self.max_batch = max_batch
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"name": self.name, "source": self.source, "subject": self.subject, "memory_bytes": self.memory_bytes,
+                "available_bytes": self.available_bytes, "compute_capability": self.compute_capability,
+                "arch_supported": self.arch, "required_bytes": self.required_bytes, "fits": self.fits,
+                "max_batch": self.max_batch}
+
+
+class Plan:
+    def __init__(self, request: Dict[str, Any], batch: int, rows: List[Row], smallest: List[str],
+                 machine_note: Optional[str]) -> None:
+        self.request = request
+        self.batch = batch
+        self.rows = rows
+        self.smallest = smallest
+        self.machine_note = machine_note
+
+    def to_json(self) -> Dict[str, Any]:
+        r = self.request
+        return {
+            "schema": "preflight.plan/1",
+            "workload": {"id": r["id"], "title": r["title"], "task": r["task"], "precision": r["precision"],
+                         "imgsz": r["imgsz"], "batch": r["batch"]},
+            "estimate": {"batch": self.batch, "required_bytes": estimate.required_bytes(r, self.batch),
+                         "margin": r["margin"], "measured_on": r["measured_on"], "notes": r["notes"]},
+            "gpus": [row.to_json() for row in self.rows],
+            "smallest_fitting": self.smallest,
+            "this_machine": self.machine_note,
+        }
+
+
+def _arch(rule, compute_capability: Optional[str]) -> str:
+    """The default rule's verdict on a compute capability: yes, below recommended, or no."""
+    if rule is None or compute_capability is None:
+        return "unknown"
+    params, texts = rule.params_for("train")
+    verdict = rule.comparison.evaluate(compute_capability, params, texts, {})
+    if verdict.status == "pass":
+        return "yes"
+    if verdict.status == "warn":
+        return "yes, below the recommended %s" % texts.get("recommended", "")
+    return "no (needs %s)" % texts.get("min", "")
+
+
+def _chosen(gpus, filters: List[str]):
+    if not filters:
+        return list(gpus)
+    chosen = []
+    for wanted in filters:
+        found = [g for g in gpus if wanted.lower() in g.name.lower() or wanted.lower() == g.id]
+        if not found:
+            raise PreflightError("--gpu %s: no catalog GPU matches" % wanted,
+                                 "catalog: %s" % ", ".join(g.name for g in gpus))
+        chosen.extend(g for g in found if g not in chosen)
+    return chosen
+
+
+def plan(request: Dict[str, Any], ruleset, snapshot: Optional[Dict[str, Any]], filters: List[str]) -> Plan:
+    batch = request["batch"] or 1
+    required = estimate.required_bytes(request, batch)
+    rule = ruleset.rules.get("gpu.compute_capability")
+    catalog = sorted(ruleset.gpus.values(), key=lambda g: g.memory_mib)
+    rows = []
+    for gpu in _chosen(catalog, filters):
+        available = estimate.catalog_available(gpu)
+        rows.append(Row(gpu.name, "catalog", gpu.id, gpu.memory_bytes, available, gpu.compute_capability,
+                        _arch(rule, gpu.compute_capability), required, required <= available,
+                        estimate.max_batch(request, available)))
+    machine_rows, note = _this_machine(request, batch, required, rule, snapshot)
+    smallest = [g.name for g in estimate.fitting_gpus(request, batch, catalog)[:3]]
+    return Plan(request, batch, rows + machine_rows, smallest, note)
+
+
+def _this_machine(request, batch: int, required: int, rule, snapshot):
+    if snapshot is None:
+        return [], None
+    facts = Facts(snapshot)
+    try:
+        nvml = facts.section("nvml")
+        if nvml.get("init", {}).get("status") != "ok":
+            return [], "NVML is not available here (%s)" % nvml.get("init", {}).get("status")
+        visible = facts.visible_indices()
+        rows = []
+        for index in visible:
+            gpu = facts.gpu(index)
+            memory = gpu.get("memory") or {}
+            if gpu.get("lost") or memory.get("free") is None:
+                continue
+            free = memory["free"]
+            rows.append(Row(gpu.get("name") or "GPU %d" % index, "this machine", "gpu%d" % index, memory["total"], free,
+                            gpu.get("compute_capability"), _arch(rule, gpu.get("compute_capability")), required,
+                            required <= free, estimate.max_batch(request, free)))
+        return rows, None if rows else "no GPU is visible here"
+    except Unknown as unknown:
+        return [], "this machine's GPUs are unknown: %s" % unknown

@@ -1,0 +1,224 @@
+"""Capacity planning: the fitted memory model, check --workload, and preflight plan."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, REPO, nvml_fixture, ok, run_cli, run_json, write_fixture
+from preflight.capacity import estimate
+from preflight.engine import loader
+
+spec = importlib.util.spec_from_file_location("fit_vram", str(REPO / "scripts" / "fit_vram.py"))
+fit_vram = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fit_vram)
+
+RULESET = loader.load(capacity=True)
+CONTEXT, ROWS = fit_vram.load(str(FIXTURES / "h200-vram.json"))
+RTX3060 = nvml_fixture("rtx3060-12g-driver525.json")
+H200 = nvml_fixture("h200-driver580.json")
+A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")
+
+
+def request(workload, task, precision, batch, imgsz=640):
+    return estimate.make_request(RULESET.workloads, workload, task, precision, batch, imgsz)
+
+
+# --- the fit ------------------------------------------------------------------------------
+
+def test_the_shipped_catalog_is_what_the_fit_gives():
+    completed = subprocess.run([sys.executable, str(REPO / "scripts" / "fit_vram.py"), "--check"],
+                               capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    shipped = (REPO / "rules" / "capacity" / "yolov9.toml").read_text()
+    assert shipped == fit_vram.render(fit_vram.fit(CONTEXT, ROWS))
+
+
+@pytest.mark.parametrize("row", ROWS, ids=["%s-%s-%s-b%d-i%d" % (r["cfg"], r["task"], r["precision"], r["batch"],
+                                                                r["imgsz"]) for r in ROWS])
+def test_every_measured_point_is_covered_within_25_percent(row):
+    """required_bytes (margin included) is never below what NVML saw, and at most 25% above it."""
+    needed = estimate.required_bytes(request(row["cfg"], row["task"], row["precision"], row["batch"], row["imgsz"]),
+                                     row["batch"])
+    assert row["nvml_used_delta"] <= needed <= 1.25 * row["nvml_used_delta"]
+
+
+def test_points_left_out_of_the_fit_are_still_predicted_within_25_percent():
+    """Leave-one-out: refit without each point; its estimate must still hold it, and not by more than 25%."""
+    for index, row in enumerate(ROWS):
+        fitted = fit_vram.fit(CONTEXT, ROWS[:index] + ROWS[index + 1:])
+        case = fitted["estimates"][row["cfg"]][(row["task"], row["precision"])]
+        ratio = fit_vram.required(case, row["batch"], row["imgsz"]) / row["nvml_used_delta"]
+        assert 1.0 <= ratio <= 1.25, (row["cfg"], row["task"], row["precision"], row["batch"], row["imgsz"], ratio)
+
+
+def test_the_seed_guides_numbers_are_corrected():
+    """Seed: ~11.8 GB for yolov9-s batch 64 training; measured 26.8 GB. Seed: ~2 GB for inference at batch 1."""
+    train = request("yolov9-s", "train", "amp", 64)
+    assert estimate.required_bytes(train, 64) > 26.7e9
+    infer = request("yolov9-s", "inference", "fp16", 1)
+    assert estimate.required_bytes(infer, 1) < 1.2e9
+    twelve = estimate.catalog_available(RULESET.gpus["rtx-3060"])
+    assert 24 <= estimate.max_batch(train, twelve) <= 28  # "12 GB fits about batch 28" before the margin
+
+
+def test_extrapolated_estimates_say_so():
+    assert any("extrapolated" in n for n in request("yolov9-m", "train", "fp32", 16)["notes"])
+    assert any("extrapolated" in n for n in request("yolov9-e", "inference", "fp16", 8)["notes"])
+    assert any("outside the measured sizes" in n for n in request("yolov9-s", "train", "amp", 16, 1600)["notes"])
+    assert any("above the largest measured batch" in n for n in request("yolov9-c", "train", "amp", 128)["notes"])
+    assert request("yolov9-c", "train", "amp", 16)["notes"] == []
+    assert any("rounded up to 672" in n for n in request("yolov9-s", "train", "amp", 16, 641)["notes"])
+
+
+def test_estimates_grow_with_batch_pixels_and_fp32():
+    amp = request("yolov9-c", "train", "amp", 16)
+    fp32 = request("yolov9-c", "train", "fp32", 16)
+    assert estimate.required_bytes(amp, 32) > estimate.required_bytes(amp, 16)
+    assert estimate.required_bytes(amp, 16, 1280) > 3 * estimate.required_bytes(amp, 16, 640)
+    assert 1.8 < estimate.required_bytes(fp32, 64) / estimate.required_bytes(amp, 64) < 2.1
+    assert estimate.max_batch(amp, 10**9) == 0
+
+
+# --- check --workload ------------------------------------------------------------------------
+
+def test_an_rtx_3060_cannot_train_yolov9_c_at_batch_64():
+    report = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--batch", "64",
+                      "--nvml-fixture", RTX3060, expect_code=1)
+    [result] = report["results"]
+    assert result["status"] == "fail" and result["observed"] == "train_too_big"
+    assert "needs about 72.5 GiB; 11.9 GiB free" in result["message"]
+    assert "batch 9 per GPU is the most that fits" in result["message"]
+    commands = result["fix"]["commands"]
+    assert any("train_dual.py" in c and "--batch-size 9 " in c and "--cfg models/detect/yolov9-c.yaml" in c
+               for c in commands)
+    assert any(c.startswith("torchrun --nproc_per_node 8 train_dual.py") for c in commands)
+    steps = " ".join(result["fix"]["steps"])
+    assert "--batch-size -1" in steps and "H100 80GB" in steps and "largest --img that fits is" in steps
+
+
+def test_an_h200_can():
+    report = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--batch", "64",
+                      "--nvml-fixture", H200, expect_code=0)
+    assert report["results"][0]["status"] == "pass"
+
+
+def test_ddp_divides_the_batch_between_the_visible_gpus():
+    both = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--batch", "64",
+                    "--nvml-fixture", A100X2)
+    assert [r["status"] for r in both["results"]] == ["pass", "pass"]
+    assert "batch 32 per GPU" in both["results"][0]["message"]
+    one = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--batch", "64",
+                   "--nvml-fixture", A100X2, env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert [r["status"] for r in one["results"]] == ["fail"] and "batch 64 per GPU" in one["results"][0]["message"]
+
+
+def test_processes_holding_memory_are_named(tmp_path):
+    fixture = write_fixture(tmp_path, "h200-driver580.json", lambda d: d["devices"][0].update(
+        nvmlDeviceGetComputeRunningProcesses=ok([{"pid": 777, "usedGpuMemory": 120 * 2**30, "name": "vllm"}]),
+        **{"nvmlDeviceGetMemoryInfo(v2)": ok({"version": 33554472, "total": 150754820096, "reserved": 644939776,
+                                              "free": 21 * 2**30, "used": 120 * 2**30})}))
+    report = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--batch", "64",
+                      "--nvml-fixture", fixture, expect_code=1)
+    steps = report["results"][0]["fix"]["steps"]
+    assert "Processes holding memory on this GPU now: vllm (pid 777, 122880 MiB)." in steps
+
+
+def test_not_even_batch_1_fits(tmp_path):
+    fixture = write_fixture(tmp_path, "rtx3060-12g-driver525.json", lambda d: d["devices"][0].update(
+        **{"nvmlDeviceGetMemoryInfo(v2)": ok({"version": 33554472, "total": 12884901888, "reserved": 64424509,
+                                              "free": 2 * 2**30, "used": 10 * 2**30})}))
+    report = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-e", "--batch", "4",
+                      "--nvml-fixture", fixture, expect_code=1)
+    result = report["results"][0]
+    assert result["observed"] == "train_too_big_at_batch_1"
+    assert result["fix"]["title"] == "yolov9-e does not fit in NVIDIA GeForce RTX 3060 even at batch 1"
+
+
+def test_inference_follows_yolov9_defaults():
+    fp32 = run_json("check", "--profile", "inference", "--select", "gpu.memory.workload", "--workload", "yolov9-c",
+                    "--batch", "8", "--nvml-fixture", RTX3060)
+    assert "inference (FP32), batch 8" in fp32["results"][0]["message"]
+    fp16 = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--task", "inference",
+                    "--half", "--batch", "8", "--nvml-fixture", RTX3060)
+    assert "inference (FP16), batch 8" in fp16["results"][0]["message"]
+
+
+def test_without_a_workload_the_rule_is_skipped():
+    report = run_json("check", "--select", "gpu.memory.workload", "--nvml-fixture", H200)
+    assert report["results"][0]["status"] == "skip" and "--workload" in report["results"][0]["message"]
+
+
+@pytest.mark.parametrize("args, problem", [
+    (["--workload", "yolov9-x"], "unknown workload 'yolov9-x'"),
+    (["--workload", "yolov9-c", "--batch", "0"], "--batch must be 1 or more, got 0"),
+    (["--workload", "yolov9-c", "--batch", "-1"], "YOLOv9 picks the batch itself"),
+    (["--workload", "yolov9-c", "--img", "-640"], "--img must be a positive number of pixels"),
+    (["--workload", "yolov9-c", "--half"], "--half is for inference"),
+    (["--workload", "yolov9-c", "--task", "inference", "--fp32"], "--fp32 is for training"),
+    (["--batch", "16"], "--batch only mean something with --workload"),
+])
+def test_bad_workload_input_exits_2(args, problem):
+    completed = run_cli("check", "--nvml-fixture", H200, *args)
+    assert completed.returncode == 2 and problem in completed.stderr, completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+# --- preflight plan ----------------------------------------------------------------------------
+
+def test_plan_json_per_gpu():
+    completed = run_cli("plan", "--workload", "yolov9-c", "--task", "train", "--img", "640", "--batch", "64",
+                        "--format", "json", "--nvml-fixture", RTX3060)
+    assert completed.returncode == 0
+    plan = json.loads(completed.stdout)
+    assert plan["schema"] == "preflight.plan/1"
+    rows = {row["subject"]: row for row in plan["gpus"]}
+    assert rows["rtx-3060"]["fits"] is False and rows["rtx-3060"]["max_batch"] == 9
+    assert rows["h200"]["fits"] is True and rows["h200"]["required_bytes"] == plan["estimate"]["required_bytes"]
+    assert rows["gpu0"]["source"] == "this machine" and rows["gpu0"]["available_bytes"] == 12819428803
+    assert rows["v100-16gb"]["arch_supported"].startswith("no")
+    assert rows["t4"]["arch_supported"].startswith("yes, below the recommended")
+    assert plan["smallest_fitting"][0] == "H100 80GB"
+
+
+def test_plan_catalog_holds_the_seed_gpus_and_the_others():
+    names = " ".join(g.name for g in RULESET.gpus.values())
+    for wanted in ("RTX 3060 12GB", "RTX 3070 8GB", "RTX 3090", "RTX 4090", "RTX A4000", "RTX A6000", "A100 40GB",
+                   "H100", "Jetson AGX Orin", "T4", "L4", "L40S", "A10", "A100 80GB", "H200", "RTX 5090"):
+        assert wanted in names, wanted
+    for gpu in RULESET.gpus.values():
+        assert gpu.source and gpu.compute_capability
+
+
+def test_plan_filters_formats_and_batch_1_default():
+    completed = run_cli("plan", "--workload", "yolov9-s", "--gpu", "3060", "--gpu", "t4", "--nvml-fixture",
+                        nvml_fixture("no-library.json"))
+    text = completed.stdout
+    assert "GeForce RTX 3060 12GB" in text and "Tesla T4 16GB" in text and "H200 141GB" not in text.split("smallest")[0]
+    assert "batch 1 (give --batch for another)" in text
+    assert "this machine: NVML is not available here (library_not_found)" in text
+    markdown = run_cli("plan", "--workload", "yolov9-s", "--format", "markdown", "--gpu", "h200",
+                       "--nvml-fixture", H200).stdout
+    assert "| GPU | memory | cc |" in markdown and "| H200 141GB |" in markdown
+    assert run_cli("plan", "--workload", "yolov9-s", "--gpu", "voodoo").returncode == 2
+    assert run_cli("plan", "--workload", "nope").returncode == 2
+
+
+def test_a_user_workload_is_data(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        '[[workload]]\nid = "my-detector"\ntitle = "Our detector"\nmeasured_on = "RTX 4090, torch 2.5"\n'
+        'margin = 0.15\nreference_imgsz = 512\n\n[[workload.estimate]]\ntask = "train"\nprecision = "amp"\n'
+        'fixed_bytes = 2000000000\nper_image_bytes = 500000000\nmeasured_batches = [8, 32]\n')
+    plan = json.loads(run_cli("plan", "--workload", "my-detector", "--batch", "8", "--img", "512", "--rules",
+                              str(path), "--format", "json", "--gpu", "4090").stdout)
+    assert plan["estimate"]["required_bytes"] == int(round((2e9 + 8 * 5e8) * 1.15))
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[workload]]\nid = "x"\nmeasured_on = "y"\n[[workload.estimate]]\ntask = "train"\n'
+                   'precision = "fp16"\nfixed_bytes = 1\nper_image_bytes = 1\n')
+    completed = run_cli("plan", "--workload", "x", "--rules", str(bad))
+    assert completed.returncode == 2 and "workload 'x'" in completed.stderr and "precision 'fp16'" in completed.stderr
