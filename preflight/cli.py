@@ -5,6 +5,9 @@ Exit codes (stable):
   1  at least one error-severity rule failed or could not be evaluated
   2  usage error, or a bad rule, facts or fixture file
   3  internal error in preflight (a bug: please report it)
+  4  preflight slurm: scontrol missing, failing or not answering
+exec passes the command's own status through (126/127: it cannot be run / is not found);
+check --format npd uses node-problem-detector's codes (0 OK, 1 problem, 2 unknown).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import List, Optional
 import click
 
 from preflight import __version__
-from preflight.errors import EXIT_INTERNAL, EXIT_USAGE, PreflightError
+from preflight.errors import EXIT_INTERNAL, PreflightError
 
 _PROFILES = ("train", "inference", "node")
 
@@ -76,6 +79,15 @@ def _workload(workload, task, batch, imgsz, fp32, half, default_task: str):
     return commands.WorkloadOptions(workload, task or default_task, batch, imgsz, fp32, half)
 
 
+def _duration(option: str, text: str) -> float:
+    from preflight.units import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option)
+
+
 def _with(options):
     def decorate(function):
         for option in reversed(options):
@@ -97,7 +109,15 @@ def cli() -> None:
 @cli.command()
 @click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True,
               help="train and inference check the job's environment; node checks hardware and driver only.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "junit", "prometheus", "nfd", "npd"]),
+              default="text", show_default=True,
+              help="text for people; json (preflight.report/1); junit for CI; prometheus for node_exporter's textfile "
+                   "collector; nfd for Node Feature Discovery's features.d; npd for node-problem-detector "
+                   "(exit 0 OK, 1 problem, 2 unknown).")
+@click.option("--output", metavar="FILE", help="Write the report to FILE atomically (a temporary file, then a rename) "
+              "instead of standard output.")
+@click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
+              help="With --format nfd: NFD drops the labels if the file is not rewritten within this time (0: never).")
 @click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too.")
 @click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
 @click.option("--select", multiple=True, metavar="ID",
@@ -111,10 +131,11 @@ def cli() -> None:
               help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
 @_with(_probe_options)
 @_with(_workload_options)
-def check(profile, output_format, strict, quiet, select, ignore, settings, facts_file, color, python, nvml_fixture,
-          timeout, no_cache, rules_paths, workload, task, batch, imgsz, fp32, half) -> int:
+def check(profile, output_format, output, expires_in, strict, quiet, select, ignore, settings, facts_file, color,
+          python, nvml_fixture, timeout, no_cache, rules_paths, workload, task, batch, imgsz, fp32, half) -> int:
     """Check this machine and environment against the rules; print a report with a fix for every problem."""
     from preflight import commands
+    from preflight.render import formats
 
     wanted = _workload(workload, task, batch, imgsz, fp32, half, "inference" if profile == "inference" else "train")
     options = commands.CheckOptions(
@@ -122,18 +143,18 @@ def check(profile, output_format, strict, quiet, select, ignore, settings, facts
         settings=list(settings), facts_file=facts_file, python=python, nvml_fixture=nvml_fixture, timeout=timeout,
         use_cache=not no_cache, strict=strict, workload=wanted,
     )
+    expiry = _duration("--expires-in", expires_in)
     report = commands.check(options, warn=_warn)
-    if output_format == "json":
-        from preflight.render import json_report
+    colored = output is None and output_format == "text" and _use_color(color)
+    rendered = formats.render(report, output_format, quiet=quiet, color=colored, expires_in=expiry)
+    if output:
+        from preflight.output import write_atomically
 
-        click.echo(json_report.render(report))
+        write_atomically(output, rendered if rendered.endswith("\n") else rendered + "\n")
     else:
-        from preflight.render import text
-
-        colored = _use_color(color)
         # click.echo strips colour codes off terminals unless told otherwise (--color always).
-        click.echo(text.render(report, quiet=quiet, color=colored), color=colored)
-    return report.exit_code
+        click.echo(rendered, color=colored, nl=not rendered.endswith("\n"))
+    return formats.exit_code(report, output_format)
 
 
 @cli.command()
@@ -276,7 +297,119 @@ def plan(workload, task, batch, imgsz, fp32, half, gpu_filters, output_format, f
     return 0
 
 
+_check_options = [
+    click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True, envvar="PREFLIGHT_PROFILE",
+                 help="train and inference check the job's environment; node checks hardware and driver only. "
+                      "[env: PREFLIGHT_PROFILE]"),
+    click.option("--strict", is_flag=True, help="Fail on warnings too."),
+    click.option("--select", multiple=True, metavar="ID", help="Run only these rules (id or dotted prefix)."),
+    click.option("--ignore", multiple=True, metavar="ID", help="Skip these rules (id or prefix)."),
+    click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE", help="Change a threshold."),
+    click.option("--facts", "facts_file", metavar="FILE", help="Evaluate a saved snapshot instead of probing."),
+]
+
+
+def _report_to_stderr(report, output_format: str, quiet: bool) -> None:
+    from preflight.render import formats
+
+    click.echo(formats.render(report, output_format, quiet=quiet, color=_use_color("auto") and sys.stderr.isatty()),
+               err=True)
+
+
+@cli.command("exec", context_settings={"allow_interspersed_args": False})
+@_with(_check_options)
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Format of the report, written to standard error.")
+@click.option("-q", "--quiet", is_flag=True, help="Report only failures, warnings and errors.")
+@click.option("--warn-only", is_flag=True, help="Start the command even when checks fail (the report still says so).")
+@click.option("--retry-timeout", default="0", show_default=True, metavar="DURATION",
+              help="Keep checking until they pass or this much time has gone (30s, 5m): for a GPU or driver that "
+                   "comes up late.")
+@click.option("--sleep", default="1s", show_default=True, metavar="DURATION", help="Wait between checks.")
+@_with(_probe_options)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def exec_command(profile, strict, select, ignore, settings, facts_file, output_format, quiet, warn_only, retry_timeout,
+                 sleep, python, nvml_fixture, timeout, no_cache, rules_paths, command) -> int:
+    """Run the checks, then replace preflight with COMMAND (as a container ENTRYPOINT: preflight exec -- CMD...).
+
+    \b
+    The report goes to standard error. When the checks fail, preflight exits 1
+    and COMMAND does not start (unless --warn-only). Otherwise COMMAND takes
+    over this process (same PID, signals and exit status). Extra options can
+    come from PREFLIGHT_ARGS; PREFLIGHT_SKIP=1 skips the checks (and says so).
+    Exit codes: COMMAND's own; 1 checks failed; 2 bad usage; 126 COMMAND cannot
+    be run; 127 COMMAND not found.
+    """
+    from preflight import commands, entrypoint
+
+    def log(message: str) -> None:
+        click.echo(message, err=True)
+
+    if entrypoint.skip_requested(os.environ):
+        log("preflight: %s is set: checks skipped; starting %s" % (entrypoint.SKIP_VARIABLE, " ".join(command)))
+        return entrypoint.become(command, log)
+    options = commands.CheckOptions(profile=profile, rules_paths=list(rules_paths), select=_split(select),
+                                    ignore=_split(ignore), settings=list(settings), facts_file=facts_file,
+                                    python=python, nvml_fixture=nvml_fixture, timeout=timeout, use_cache=not no_cache,
+                                    strict=strict)
+    report = entrypoint.check_until(lambda: commands.check(options, warn=_warn),
+                                    _duration("--retry-timeout", retry_timeout), _duration("--sleep", sleep), log)
+    _report_to_stderr(report, output_format, quiet)
+    if not report.ok and not warn_only:
+        log("preflight: not starting %s: the checks failed" % command[0])
+        return report.exit_code
+    if not report.ok:
+        log("preflight: checks failed; starting %s anyway (--warn-only)" % command[0])
+    return entrypoint.become(command, log)
+
+
+@cli.command()
+@_with(_check_options)
+@click.option("--node", metavar="NAME", help="Slurm node name [default: SLURMD_NODENAME, else the short host name].")
+@click.option("--scontrol", metavar="PATH", help="scontrol to use [default: found in PATH or the usual install folders].")
+@click.option("--slurm-conf", metavar="FILE", help="slurm.conf for scontrol [default: SLURM_CONF, else scontrol's own].")
+@click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
+@click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it.")
+@_with(_probe_options)
+def slurm(profile, strict, select, ignore, settings, facts_file, node, scontrol, slurm_conf, scontrol_timeout, dry_run,
+          python, nvml_fixture, timeout, no_cache, rules_paths) -> int:
+    """Slurm HealthCheckProgram and Prolog: drain this node when checks fail, resume it when they pass.
+
+    \b
+    Drains with Reason="preflight: <rule-id> <message>"; resumes only nodes
+    whose reason starts with "preflight:" (an administrator's drain stays).
+    Use --profile node for node admission. Exit codes: 0 checks pass, 1 checks
+    fail (as a Prolog this also makes Slurm requeue the job), 2 bad usage,
+    4 scontrol missing, failing or not answering.
+    """
+    from preflight import commands
+    from preflight import slurm as admission
+
+    options = commands.CheckOptions(profile=profile, rules_paths=list(rules_paths), select=_split(select),
+                                    ignore=_split(ignore), settings=list(settings), facts_file=facts_file,
+                                    python=python, nvml_fixture=nvml_fixture, timeout=timeout, use_cache=not no_cache,
+                                    strict=strict)
+    report = commands.check(options, warn=_warn)
+    name = admission.node_name(node, os.environ)
+    tool = admission.Scontrol(admission.find_scontrol(scontrol, os.environ), slurm_conf,
+                              _duration("--scontrol-timeout", scontrol_timeout), os.environ)
+    if dry_run:
+        state, reason = tool.node(name)
+        wanted = "resume if drained by preflight" if report.ok else "drain: %s" % admission.drain_reason(report)
+        click.echo("preflight: node %s is %s (reason: %s); would %s" % (name, state, reason, wanted), err=True)
+    else:
+        for line in admission.admit(report, tool, name):
+            click.echo("preflight: %s" % line, err=True)
+    for result in report.blocking():
+        click.echo("preflight: %s %s %s: %s" % (result.status.upper(), result.id, result.subject, result.message),
+                   err=True)
+    return report.exit_code
+
+
 def main(argv: Optional[List[str]] = None) -> None:
+    from preflight.entrypoint import with_environment_args
+
+    argv = with_environment_args(list(sys.argv[1:] if argv is None else argv), os.environ)
     try:
         code = cli.main(args=argv, prog_name="preflight", standalone_mode=False)
     except click.ClickException as exc:
@@ -287,7 +420,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         code = 130
     except PreflightError as exc:
         click.echo("preflight: error: %s" % exc, err=True)
-        code = EXIT_USAGE
+        code = exc.exit_code  # 2 for bad input; 4 when Slurm's scontrol fails (preflight slurm)
     except KeyboardInterrupt:
         click.echo("preflight: interrupted", err=True)
         code = 130

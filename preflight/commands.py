@@ -123,7 +123,7 @@ def check(options: CheckOptions, warn=None) -> Report:
         attach_workload(request, facts, ruleset)
     results = evaluate(rules, facts, options.profile)
     return Report(options.profile, results, strict=options.strict, facts_source=source,
-                  seconds=time.monotonic() - started)
+                  seconds=time.monotonic() - started, facts=facts)
 
 
 def facts(options: CheckOptions, warn=None) -> Dict[str, Any]:

@@ -8,7 +8,8 @@ rules count too (``info`` rules never do).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+import time
+from typing import Any, Dict, List, Optional
 
 from preflight.engine.evaluate import STATUSES, Result
 from preflight.errors import EXIT_FAILED, EXIT_OK
@@ -18,12 +19,14 @@ SCHEMA = "preflight.report/1"
 
 class Report:
     def __init__(self, profile: str, results: List[Result], strict: bool = False,
-                 facts_source: str = "live", seconds: float = 0.0) -> None:
+                 facts_source: str = "live", seconds: float = 0.0, facts: Optional[Dict[str, Any]] = None) -> None:
         self.profile = profile
         self.results = results
         self.strict = strict
         self.facts_source = facts_source
         self.seconds = seconds
+        self.facts = facts or {}  # the snapshot the results came from (GPU facts for NFD and Prometheus)
+        self.finished_at = time.time()
 
     def blocking(self) -> List[Result]:
         """The results that make the check fail."""
@@ -38,6 +41,14 @@ class Report:
     @property
     def exit_code(self) -> int:
         return EXIT_OK if self.ok else EXIT_FAILED
+
+    @property
+    def npd_exit_code(self) -> int:
+        """node-problem-detector's plugin protocol: 0 OK, 1 a problem, 2 unknown (only undeterminable results block)."""
+        blocking = self.blocking()
+        if not blocking:
+            return 0
+        return 2 if all(r.status == "error" for r in blocking) else 1
 
     def counts(self) -> Dict[str, int]:
         counts = {status: 0 for status in STATUSES}

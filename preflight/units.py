@@ -58,3 +58,15 @@ def format_bytes(value: int, binary: bool = True) -> str:
 def format_gpu_memory(value: int) -> str:
     """GPU memory as nvidia-smi users know it: GiB with the MiB count."""
     return "%s (%d MiB)" % (format_bytes(value), value // 2**20)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+
+
+def parse_duration(text) -> float:
+    """``"30s"``, ``"5m"``, ``"1h"``, ``"250ms"`` or plain seconds -> seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ValueError("expected a duration such as 30s, 5m or 1h, got %r" % (text,))
+    number, unit = match.groups()
+    return float(number) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[unit]

@@ -38,5 +38,5 @@ def test_the_readme_options_exist():
 
 
 def test_the_readme_test_command_is_what_ci_runs():
-    assert "pip install -e \".[test]\"\npytest\n" in README
-    assert "pytest -q" in (REPO / ".ci" / "run").read_text()
+    assert "pip install -e \".[test]\"\npytest -rs\n" in README
+    assert "pytest -rs)" in (REPO / ".ci" / "run").read_text()

@@ -76,7 +76,7 @@ def _chosen(gpus, filters: List[str]):
             raise PreflightError("--gpu %s: no catalog GPU matches" % wanted,
                                  "catalog: %s" % ", ".join(g.name for g in gpus))
         chosen.extend(g for g in found if g not in chosen)
-    return chosen
+    return sorted(chosen, key=lambda g: g.memory_mib)
 
 
 def plan(request: Dict[str, Any], ruleset, snapshot: Optional[Dict[str, Any]], filters: List[str]) -> Plan:

@@ -1,0 +1,118 @@
+"""The deployment files are parsed, and every preflight command line in them is one the CLI accepts."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO
+from preflight.cli import cli
+from preflight.render.npd import LIMIT
+
+DEPLOY = REPO / "deploy"
+FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"
+
+
+def parses(argv):
+    """Parse a preflight command line with the real CLI, without running it (UsageError if it is wrong)."""
+    assert argv[0].endswith("preflight"), argv
+    name, rest = argv[1], argv[2:]
+    command = cli.commands[name]
+    with command.make_context(name, list(rest)) as ctx:
+        return name, ctx.params
+
+
+def manifests():
+    documents = []
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        documents += [(path.name, doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return documents
+
+
+def containers(doc):
+    spec = doc["spec"]["template"]["spec"]
+    return spec.get("initContainers", []) + spec["containers"], spec
+
+
+def test_every_manifest_is_valid_yaml_with_a_kind():
+    docs = manifests()
+    assert {name for name, _ in docs} == {"nfd-daemonset.yaml", "training-job-init-container.yaml"}
+    for _, doc in docs:
+        assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"]
+
+
+def test_the_daemonset_writes_the_nfd_feature_file_where_nfd_reads_it():
+    [doc] = [d for name, d in manifests() if name == "nfd-daemonset.yaml"]
+    assert doc["kind"] == "DaemonSet"
+    [container], spec = containers(doc)
+    script = container["args"][0]
+    line = [l for l in script.replace("\\\n", " ").splitlines() if "preflight check" in l][0]
+    name, params = parses(shlex.split(line))
+    assert name == "check" and params["output_format"] == "nfd" and params["profile"] == "node"
+    assert Path(params["output"]).parent == Path(FEATURES_D)
+    [mount] = container["volumeMounts"]
+    [volume] = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    assert mount["mountPath"] == FEATURES_D == volume["hostPath"]["path"]
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in container["env"]
+
+
+def test_the_init_container_runs_preflight_exec():
+    [doc] = [d for name, d in manifests() if name == "training-job-init-container.yaml"]
+    init = doc["spec"]["template"]["spec"]["initContainers"][0]
+    name, params = parses(init["command"])
+    assert name == "exec" and params["command"] == ("true",) and params["retry_timeout"] == "5m"
+
+
+def test_the_node_problem_detector_plugin_config():
+    config = json.loads((DEPLOY / "kubernetes" / "node-problem-detector-preflight.json").read_text())
+    assert config["plugin"] == "custom" and config["pluginConfig"]["max_output_length"] == LIMIT
+    condition_types = {c["type"] for c in config["conditions"]}
+    for rule in config["rules"]:
+        assert rule["type"] in ("temporary", "permanent")
+        if rule["type"] == "permanent":
+            assert rule["condition"] in condition_types
+        name, params = parses([rule["path"]] + rule["args"])
+        assert name == "check" and params["output_format"] == "npd"
+
+
+def test_the_dockerfiles_use_real_commands():
+    training = (DEPLOY / "docker" / "Dockerfile.training-example").read_text()
+    entry = json.loads(re.search(r"^ENTRYPOINT (\[.*\])$", training, re.M).group(1))
+    cmd = json.loads(re.search(r"^CMD (\[.*\])$", training, re.M).group(1))
+    name, params = parses(entry + cmd)
+    assert name == "exec" and params["command"][:2] == ("python", "train_dual.py")
+    assert "--batch-size" in cmd and "--amp" not in cmd
+    image = (DEPLOY / "docker" / "Dockerfile").read_text()
+    assert json.loads(re.search(r"^ENTRYPOINT (\[.*\])$", image, re.M).group(1)) == ["preflight"]
+    assert parses(["preflight"] + json.loads(re.search(r"^CMD (\[.*\])$", image, re.M).group(1)))[0] == "check"
+
+
+def readme_commands():
+    """The command lines of the README: `$ preflight ...` prompts and the lines of ```bash blocks."""
+    found, in_bash = [], False
+    for line in (REPO / "README.md").read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            in_bash = stripped in ("```bash", "```sh")
+            continue
+        if stripped.startswith("$ "):
+            stripped = stripped[2:]
+        elif not in_bash:
+            continue
+        stripped = stripped.split("  #")[0].strip()
+        if re.match(r"^preflight [a-z]+ ", stripped) and "..." not in stripped:
+            found.append(stripped)
+    return found
+
+
+def test_the_readme_command_lines_parse():
+    commands = readme_commands()
+    assert len(commands) >= 10
+    for line in commands:
+        parses(shlex.split(line))
+    names = {shlex.split(line)[1] for line in commands}
+    assert {"check", "exec", "slurm", "diagnose", "plan"} <= names

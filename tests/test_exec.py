@@ -1,0 +1,116 @@
+"""preflight exec, for real: the command replaces preflight, keeps its PID, gets its signals and sets the exit status."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
+
+H200 = nvml_fixture("h200-driver580.json")
+RTX3060 = nvml_fixture("rtx3060-12g-driver525.json")
+PASSING = ("exec", "--profile", "node", "--nvml-fixture", H200, "-q", "--")
+FAILING = ("exec", "--profile", "node", "--nvml-fixture", RTX3060, "-q", "--")
+
+
+def start(*args, env=None):
+    return subprocess.Popen([sys.executable, "-m", "preflight", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=clean_env(env), cwd=NEUTRAL_CWD)
+
+
+def test_the_exit_status_comes_through():
+    for code in (0, 3, 7, 42):
+        assert run_cli(*PASSING, sys.executable, "-c", "import sys; sys.exit(%d)" % code).returncode == code
+
+
+def test_same_pid_and_signals_reach_the_command():
+    child = start(*PASSING, sys.executable, "-c",
+                  "import os, signal, sys, time\n"
+                  "signal.signal(signal.SIGTERM, lambda *a: sys.exit(43))\n"
+                  "print(os.getpid(), flush=True)\n"
+                  "time.sleep(60)\n")
+    pid = int(child.stdout.readline())
+    assert pid == child.pid  # execvp: the command is the process preflight was
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(30) == 43
+
+
+def test_arguments_survive_exactly_and_no_shell_is_involved():
+    tricky = ["a b", '"quoted"', "it's", "$HOME", "*", "`id`", "semi;colon", "", "--", "-x"]
+    completed = run_cli(*PASSING, sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *tricky)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout) == tricky
+
+
+def test_failing_checks_stop_the_command(tmp_path):
+    marker = tmp_path / "ran"
+    completed = run_cli(*FAILING, "touch", str(marker))
+    assert completed.returncode == 1 and not marker.exists()
+    assert "FAIL   driver.version" in completed.stderr
+    assert "not starting touch: the checks failed" in completed.stderr
+    assert completed.stdout == ""  # the report goes to stderr, the command owns stdout
+
+
+def test_warn_only_starts_the_command_anyway(tmp_path):
+    marker = tmp_path / "ran"
+    completed = run_cli("exec", "--warn-only", *FAILING[1:], "touch", str(marker))
+    assert completed.returncode == 0 and marker.exists()
+    assert "starting touch anyway (--warn-only)" in completed.stderr
+
+
+def test_an_emergency_skip_is_logged(tmp_path):
+    marker = tmp_path / "ran"
+    completed = run_cli(*FAILING, "touch", str(marker), env={"PREFLIGHT_SKIP": "1"})
+    assert completed.returncode == 0 and marker.exists()
+    assert "PREFLIGHT_SKIP is set: checks skipped" in completed.stderr
+
+
+def test_options_from_the_environment():
+    # PREFLIGHT_ARGS adds options (the command line still wins); PREFLIGHT_PROFILE picks the profile.
+    completed = run_cli("exec", "--nvml-fixture", RTX3060, "--", "true",
+                        env={"PREFLIGHT_ARGS": "--profile node --ignore driver --format json"})
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stderr)
+    assert report["profile"] == "node" and "driver.version" not in [r["id"] for r in report["results"]]
+    completed = run_cli("exec", "--nvml-fixture", H200, "--format", "json", "--", "true",
+                        env={"PREFLIGHT_PROFILE": "node"})
+    assert json.loads(completed.stderr)["profile"] == "node"
+
+
+def test_retry_until_a_late_gpu_appears(tmp_path):
+    """The driver comes up while preflight waits: the checks pass on a later attempt and the command starts."""
+    facts = tmp_path / "facts.json"
+    down = run_cli("facts", "--nvml-fixture", nvml_fixture("driver-not-loaded.json")).stdout
+    up = run_cli("facts", "--nvml-fixture", H200).stdout
+    facts.write_text(down)
+    timer = threading.Timer(2.0, lambda: facts.write_text(up))
+    timer.start()
+    try:
+        started = time.monotonic()
+        completed = run_cli("exec", "--profile", "node", "--facts", str(facts), "--retry-timeout", "20s",
+                            "--sleep", "0.5s", "-q", "--", sys.executable, "-c", "print('training')")
+    finally:
+        timer.cancel()
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "training"
+    assert "attempt 1: 1 check(s) failing (nvml.init)" in completed.stderr
+    assert 1.5 < time.monotonic() - started < 20
+
+
+def test_retry_gives_up_at_the_timeout():
+    started = time.monotonic()
+    completed = run_cli("exec", "--retry-timeout", "2s", "--sleep", "0.5s", *FAILING[1:], "true")
+    elapsed = time.monotonic() - started
+    assert completed.returncode == 1 and 1.5 < elapsed < 15
+    assert completed.stderr.count("checking again in 0.5s") >= 2
+
+
+def test_a_missing_command_and_bad_durations():
+    completed = run_cli(*PASSING, "no-such-command-xyz")
+    assert completed.returncode == 127 and "cannot start 'no-such-command-xyz': no such command" in completed.stderr
+    assert run_cli("exec", "--retry-timeout", "soon", *PASSING[1:], "true").returncode == 2
+    assert run_cli("exec", "--profile", "node").returncode == 2  # no command

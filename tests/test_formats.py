@@ -1,0 +1,181 @@
+"""Report formats for the places preflight plugs into, and atomic --output."""
+
+from __future__ import annotations
+
+import os
+import re
+from xml.etree import ElementTree
+
+import pytest
+
+from conftest import nvml_fixture, run_cli
+from preflight import output
+from preflight.errors import PreflightError
+
+H200 = nvml_fixture("h200-driver580.json")
+A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")
+RTX3060 = nvml_fixture("rtx3060-12g-driver525.json")
+NO_LIBRARY = nvml_fixture("no-library.json")
+
+
+def node(fmt, fixture, *args, env=None):
+    return run_cli("check", "--profile", "node", "--format", fmt, "--nvml-fixture", fixture, *args, env=env)
+
+
+# --- JUnit ----------------------------------------------------------------------------
+
+def test_junit_one_case_per_rule_and_subject_failures_carry_message_and_fix():
+    completed = node("junit", A100X2)
+    assert completed.returncode == 1
+    suites = ElementTree.fromstring(completed.stdout)
+    suite = suites.find("testsuite")
+    cases = suite.findall("testcase")
+    assert {c.get("name") for c in cases} >= {"gpu.health [gpu0]", "gpu.health [gpu1]", "driver.version [system]"}
+    assert suite.get("tests") == str(len(cases)) and suite.get("failures") == "1"
+    failure = [c for c in cases if c.get("name") == "gpu.health [gpu1]"][0].find("failure")
+    assert "2 uncorrected ECC" in failure.get("message")
+    assert "fix: Take this GPU out of service and reset it" in failure.text
+    assert "$ sudo nvidia-smi --gpu-reset -i 1" in failure.text
+
+
+def test_junit_warnings_pass_unless_strict_and_skips_are_skipped():
+    lenient = ElementTree.fromstring(node("junit", RTX3060, "--select", "gpu.memory").stdout)
+    case = lenient.find("testsuite/testcase")
+    assert case.find("failure") is None and "WARN" in case.find("system-out").text
+    strict = ElementTree.fromstring(node("junit", RTX3060, "--select", "gpu.memory", "--strict").stdout)
+    assert strict.find("testsuite/testcase/failure") is not None
+    skipped = ElementTree.fromstring(node("junit", NO_LIBRARY).stdout)
+    assert skipped.find("testsuite").get("skipped") == "6"
+
+
+# --- Prometheus ---------------------------------------------------------------------------
+
+_SAMPLE = re.compile(r'^[a-z_]+\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\} [0-9.e+-]+$')
+
+
+def test_prometheus_textfile_metrics():
+    completed = node("prometheus", A100X2)
+    assert completed.returncode == 1
+    lines = completed.stdout.splitlines()
+    samples = [line for line in lines if not line.startswith("#")]
+    assert all(_SAMPLE.match(line) for line in samples), [l for l in samples if not _SAMPLE.match(l)]
+    names = {line.split("{")[0] for line in samples}
+    assert names == {"preflight_ok", "preflight_rule_status", "preflight_check_duration_seconds",
+                     "preflight_last_run_timestamp_seconds", "preflight_build_info", "preflight_gpu_info",
+                     "preflight_gpu_memory_total_bytes"}
+    for name in names:
+        assert "# TYPE %s gauge" % name in lines
+    assert 'preflight_ok{profile="node"} 0' in lines
+    assert 'preflight_rule_status{rule="gpu.health",subject="gpu1",severity="error",status="fail"} 1' in lines
+    assert 'preflight_rule_status{rule="gpu.health",subject="gpu1",severity="error",status="pass"} 0' in lines
+    assert 'preflight_gpu_memory_total_bytes{gpu="1"} 42949672960' in lines
+    assert any(l.startswith('preflight_gpu_info{gpu="0",name="NVIDIA A100-SXM4-40GB"') for l in lines)
+    # every rule and subject has exactly one current status
+    current = [l for l in lines if l.startswith("preflight_rule_status") and l.endswith(" 1")]
+    assert len(current) * 5 == len([l for l in lines if l.startswith("preflight_rule_status")])
+
+
+def test_prometheus_label_values_are_escaped():
+    from preflight.render.prometheus import _series
+
+    assert _series("m", {"a": 'x"y\\z\nw'}, 1) == 'm{a="x\\"y\\\\z\\nw"} 1'
+
+
+# --- Node Feature Discovery -------------------------------------------------------------------
+
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def test_nfd_feature_file():
+    completed = node("nfd", H200)
+    assert completed.returncode == 0
+    lines = completed.stdout.splitlines()
+    assert lines[0].startswith("# preflight") and lines[1].startswith("# +expiry-time=")
+    labels = dict(line.split("=", 1) for line in lines if not line.startswith("#"))
+    for name, value in labels.items():
+        assert _LABEL_NAME.match(name) and _LABEL_VALUE.match(value), (name, value)
+    assert labels["preflight.ready"] == "true"
+    assert labels["preflight.status.gpu.health"] == "pass"
+    assert labels["preflight.cuda.driver-version.major"] == "580"
+    assert labels["preflight.gpu.compute.major"] == "9" and labels["preflight.gpu.compute.minor"] == "0"
+    assert labels["preflight.gpu.memory"] == "143771" and labels["preflight.gpu.product"] == "NVIDIA-H200"
+    assert len(completed.stdout.encode()) < 64 * 1024
+
+
+def test_nfd_worst_status_over_gpus_and_not_ready():
+    labels = dict(l.split("=", 1) for l in node("nfd", A100X2).stdout.splitlines() if not l.startswith("#"))
+    assert labels["preflight.ready"] == "false" and labels["preflight.status.gpu.health"] == "fail"
+    none = dict(l.split("=", 1) for l in node("nfd", NO_LIBRARY).stdout.splitlines() if not l.startswith("#"))
+    assert none["preflight.gpu.present"] == "false" and none["preflight.status.nvml.init"] == "fail"
+    never = node("nfd", H200, "--expires-in", "0").stdout
+    assert "+expiry-time" not in never
+    assert node("nfd", H200, "--expires-in", "soon").returncode == 2
+
+
+# --- node-problem-detector -----------------------------------------------------------------
+
+@pytest.mark.parametrize("fixture, args, code, start", [
+    (H200, (), 0, "preflight: OK, "),
+    (A100X2, (), 1, "preflight: FAIL gpu.health: "),
+    (RTX3060, (), 1, "preflight: FAIL driver.version: "),
+])
+def test_npd_plugin_protocol(fixture, args, code, start):
+    completed = node("npd", fixture, *args)
+    assert completed.returncode == code
+    lines = completed.stdout.splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 80 and lines[0].startswith(start), lines
+
+
+def test_npd_unknown_when_nothing_failed_but_something_is_unknown(tmp_path):
+    hang = tmp_path / "python"
+    hang.write_text("#!/bin/sh\nsleep 30\n")
+    hang.chmod(0o755)
+    completed = run_cli("check", "--format", "npd", "--nvml-fixture", H200, "--select", "python.packages",
+                        "--python", str(hang), "--timeout", "1")
+    assert completed.returncode == 2 and completed.stdout.startswith("preflight: UNKNOWN python.packages")
+
+
+# --- --output ------------------------------------------------------------------------------------
+
+def test_output_writes_every_format_atomically(tmp_path):
+    for fmt in ("text", "json", "junit", "prometheus", "nfd", "npd"):
+        target = tmp_path / ("report." + fmt)
+        target.write_text("old\n")
+        completed = node(fmt, H200, "--output", str(target))
+        assert completed.returncode == 0 and completed.stdout == ""
+        assert target.read_text() != "old\n" and target.read_text().endswith("\n")
+        assert oct(target.stat().st_mode & 0o777) == "0o644"
+    assert sorted(os.listdir(str(tmp_path))) == sorted("report." + f for f in
+                                                      ("text", "json", "junit", "prometheus", "nfd", "npd"))
+
+
+def test_a_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "preflight.prom"
+    target.write_text("previous metrics\n")
+
+    def crash(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", crash)  # the process dies half-way: after writing, before the rename
+    with pytest.raises(PreflightError, match="No space left on device; the old file is unchanged"):
+        output.write_atomically(str(target), "new metrics\n" * 1000)
+    assert target.read_text() == "previous metrics\n"
+    assert os.listdir(str(tmp_path)) == ["preflight.prom"]  # no temporary file left behind
+
+
+def test_output_to_a_missing_or_unwritable_folder(tmp_path):
+    completed = node("prometheus", H200, "--output", str(tmp_path / "nope" / "preflight.prom"))
+    assert completed.returncode == 2 and "does not exist; nothing was written" in completed.stderr
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "preflight.prom").write_text("old\n")
+    locked.chmod(0o500)
+    try:
+        if os.access(str(locked), os.W_OK):
+            pytest.skip("running as root: permissions do not stop writes")
+        completed = node("prometheus", H200, "--output", str(locked / "preflight.prom"))
+        assert completed.returncode == 2 and "the old file is unchanged" in completed.stderr
+        assert (locked / "preflight.prom").read_text() == "old\n"
+    finally:
+        locked.chmod(0o700)

@@ -1,0 +1,290 @@
+"""Slurm node admission: against a fake scontrol, and against a real Slurm cluster on loopback."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
+from preflight import slurm as admission
+
+H200 = nvml_fixture("h200-driver580.json")
+A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")
+NODE = socket.gethostname().split(".")[0]
+
+
+# --- against a fake scontrol ------------------------------------------------------------------
+
+def fake_scontrol(tmp_path: Path, state: str = "IDLE", reason: str = "", behaviour: str = "") -> Path:
+    """An scontrol that answers `show node` from files and records every call."""
+    (tmp_path / "state").write_text(state)
+    (tmp_path / "reason").write_text(reason)
+    script = tmp_path / "scontrol"
+    script.write_text("""#!/bin/sh
+echo "$*" >> %(dir)s/calls
+%(behaviour)s
+if [ "$1" = show ]; then
+  reason=$(cat %(dir)s/reason)
+  line="NodeName=$3 Arch=x86_64 State=$(cat %(dir)s/state) ThreadsPerCore=1 Partitions=debug"
+  if [ -n "$reason" ]; then line="$line Reason=$reason [root@2026-11-30T00:01:26]"; fi
+  echo "$line"
+fi
+""" % {"dir": tmp_path, "behaviour": behaviour})
+    script.chmod(0o755)
+    return script
+
+
+def calls(tmp_path: Path):
+    path = tmp_path / "calls"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def slurm(scontrol, fixture, *args, env=None):
+    return run_cli("slurm", "--profile", "node", "--nvml-fixture", fixture, "--scontrol", str(scontrol),
+                   "--node", "n1", *args, env=env)
+
+
+def test_failing_checks_drain_with_the_rule_id_first(tmp_path):
+    scontrol = fake_scontrol(tmp_path)
+    completed = slurm(scontrol, A100X2)
+    assert completed.returncode == 1
+    update = [c for c in calls(tmp_path) if c.startswith("update")]
+    assert update == ["update NodeName=n1 State=DRAIN Reason=preflight: gpu.health gpu1 NVIDIA A100-SXM4-40GB: "
+                      "2 uncorrected ECC error(s) since the driver loaded; a row remapping is pending (reset the GPU "
+                      "to apply it)"]
+    assert "drained n1" in completed.stderr
+
+
+def test_passing_checks_resume_only_what_preflight_drained(tmp_path):
+    (tmp_path / "a").mkdir()
+    ours = fake_scontrol(tmp_path / "a", "IDLE+DRAIN", "preflight: gpu.health gpu1 ECC errors")
+    completed = slurm(ours, H200)
+    assert completed.returncode == 0
+    assert "update NodeName=n1 State=RESUME" in calls(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    admins = fake_scontrol(tmp_path / "b", "IDLE+DRAIN", "maintenance: new PSU")
+    completed = slurm(admins, H200)
+    assert completed.returncode == 0
+    assert not [c for c in calls(tmp_path / "b") if c.startswith("update")]
+    assert "stays drained: its reason is not preflight's (maintenance: new PSU)" in completed.stderr
+
+
+def test_an_administrators_reason_is_not_overwritten_and_no_repeat_drains(tmp_path):
+    admins = fake_scontrol(tmp_path, "DOWN+DRAIN", "maintenance")
+    assert slurm(admins, A100X2).returncode == 1
+    assert not [c for c in calls(tmp_path) if c.startswith("update")]
+    (tmp_path / "calls").unlink()
+    # Drained by preflight for the same reason already: nothing to update.
+    first = slurm(fake_scontrol(tmp_path), A100X2)
+    reason = re.search(r"Reason=(.*)", [c for c in calls(tmp_path) if c.startswith("update")][0]).group(1)
+    (tmp_path / "calls").unlink()
+    again = slurm(fake_scontrol(tmp_path, "IDLE+DRAIN", reason), A100X2)
+    assert first.returncode == again.returncode == 1
+    assert not [c for c in calls(tmp_path) if c.startswith("update")]
+
+
+@pytest.mark.parametrize("behaviour, problem", [
+    ('echo "slurm_load_node error: Unable to contact slurm controller (connect failure)" >&2; exit 1',
+     "scontrol show node n1 --oneliner failed: slurm_load_node error: Unable to contact slurm controller"),
+    ("sleep 60", "did not answer within 1 s"),
+])
+def test_a_failing_or_hanging_scontrol_is_reported_not_waited_on(tmp_path, behaviour, problem):
+    scontrol = fake_scontrol(tmp_path, behaviour=behaviour)
+    started = time.monotonic()
+    completed = slurm(scontrol, H200, "--scontrol-timeout", "1s")
+    assert time.monotonic() - started < 10
+    assert completed.returncode == 4 and problem in completed.stderr, completed.stderr
+
+
+def test_scontrol_missing(tmp_path, monkeypatch):
+    completed = slurm(tmp_path / "nope", H200)
+    assert completed.returncode == 4 and "no such executable" in completed.stderr
+    # Without --scontrol and with nothing in PATH or the usual folders, it says where it looked.
+    monkeypatch.setattr(admission, "SEARCH_DIRS", (str(tmp_path),))
+    with pytest.raises(admission.SlurmError, match="cannot find scontrol in PATH or %s" % tmp_path):
+        admission.find_scontrol(None, {"PATH": str(tmp_path)})
+
+
+def test_node_name_and_reason_parsing(tmp_path):
+    assert admission.node_name(None, {"SLURMD_NODENAME": "gpu-17"}) == "gpu-17"
+    assert admission.node_name("n3", {"SLURMD_NODENAME": "gpu-17"}) == "n3"
+    assert admission.node_name(None, {}) == NODE
+    scontrol = admission.Scontrol(str(fake_scontrol(tmp_path, "IDLE+DRAIN", "preflight: gpu.health x")), None, 5, {})
+    assert scontrol.node("n1") == ("IDLE+DRAIN", "preflight: gpu.health x")
+    dry = slurm(fake_scontrol(tmp_path), A100X2, "--dry-run")
+    assert "would drain: preflight: gpu.health" in dry.stderr
+    assert not [c for c in calls(tmp_path) if c.startswith("update")]
+
+
+# --- a real Slurm cluster ---------------------------------------------------------------------------
+
+SLURM_BINARIES = ("slurmctld", "slurmd", "scontrol", "sinfo", "sbatch", "squeue", "munged", "mungekey")
+MISSING = [b for b in SLURM_BINARIES if not shutil.which(b, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")]
+
+SLURM_CONF = """ClusterName=ci
+SlurmctldHost=localhost
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={root}/munge/munge.socket.2
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd.log
+MailProg=/bin/true
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+HealthCheckProgram={root}/health-check
+HealthCheckInterval=1
+HealthCheckNodeState=ANY
+NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def _sbin(name):
+    return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+
+class Cluster:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.conf = root / "etc" / "slurm.conf"
+        self.env = clean_env({"SLURM_CONF": str(self.conf)})
+        self.processes = []
+
+    def start(self) -> None:
+        for sub in ("etc", "state", "spool", "log", "munge"):
+            (self.root / sub).mkdir()
+        (self.root / "munge").chmod(0o711)  # munged refuses a socket folder without x for all
+        subprocess.run([_sbin("mungekey"), "--create", "--keyfile=%s/munge/munge.key" % self.root], check=True,
+                       capture_output=True)
+        self.conf.write_text(SLURM_CONF.format(root=self.root, node=NODE, cpus=os.cpu_count()))
+        self.set_fixture(H200)
+        # The health program as Slurm runs it: no PATH, no SLURM_CONF; preflight finds scontrol itself.
+        health = self.root / "health-check"
+        health.write_text("#!/bin/sh\nexec %s -m preflight slurm --profile node --nvml-fixture \"$(cat %s/fixture)\" "
+                          "--slurm-conf %s >> %s/health.log 2>&1\n" % (sys.executable, self.root, self.conf, self.root))
+        health.chmod(0o755)
+        munge = self.root / "munge"
+        self._spawn([_sbin("munged"), "-F", "--key-file=%s/munge.key" % munge, "--socket=%s/munge.socket.2" % munge,
+                     "--pid-file=%s/munged.pid" % munge, "--log-file=%s/munged.log" % munge,
+                     "--seed-file=%s/munged.seed" % munge])
+        self._wait(lambda: (munge / "munge.socket.2").exists(), 15, "munged socket")
+        self._spawn([_sbin("slurmctld"), "-D"])
+        self._spawn([_sbin("slurmd"), "-D"])
+        self._wait(lambda: self.sinfo_state() in ("idle", "drain", "drng"), 60, "node to register")
+
+    def _spawn(self, argv) -> None:
+        log = open(str(self.root / "log" / (os.path.basename(argv[0]) + ".out")), "w")
+        self.processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                               cwd=NEUTRAL_CWD))
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):  # newest first
+            process.terminate()
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+
+    def _wait(self, condition, seconds: float, what: str):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                return value
+            time.sleep(0.25)
+        raise AssertionError("timed out waiting for %s; health log:\n%s" % (what, self.health_log()[-3000:]))
+
+    def run(self, *argv) -> str:
+        return subprocess.run(list(argv), capture_output=True, text=True, env=self.env, timeout=30).stdout
+
+    def sinfo_state(self) -> str:
+        return self.run("sinfo", "-h", "-n", NODE, "-o", "%t").strip()
+
+    def node(self):
+        return admission.Scontrol(shutil.which("scontrol"), str(self.conf), 10, {}).node(NODE)
+
+    def set_fixture(self, path: str) -> None:
+        (self.root / "fixture").write_text(path)
+
+    def health_log(self) -> str:
+        path = self.root / "health.log"
+        return path.read_text() if path.exists() else ""
+
+    def wait_node(self, predicate, seconds: float, what: str):
+        """Wait until predicate(state, reason) holds; return (state, reason)."""
+        self._wait(lambda: predicate(*self.node()), seconds, what)
+        return self.node()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if MISSING:
+        pytest.skip("SLURM IS NOT INSTALLED (missing %s): the real-cluster tests did not run; "
+                    "apt-get install slurmctld slurmd slurm-client munge (.ci/run does)" % ", ".join(MISSING))
+    if os.geteuid() != 0:
+        pytest.skip("the real-cluster tests run slurmd as root, as .ci/run does")
+    import tempfile
+
+    # munged wants execute permission for everyone on every folder above its socket; pytest's are 0700.
+    root = Path(tempfile.mkdtemp(prefix="preflight-slurm-"))
+    root.chmod(0o711)
+    running = Cluster(root)
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+        shutil.rmtree(str(root), ignore_errors=True)
+
+
+def test_real_slurm_drain_keeps_jobs_waiting_and_resume_runs_them(cluster):
+    # A GPU with ECC errors: preflight, run by slurmd as its health program, drains the node.
+    cluster.set_fixture(A100X2)
+    state, reason = cluster.wait_node(lambda s, r: admission.is_drained(s) and (r or "").startswith("preflight:"),
+                                      60, "preflight to drain the node")
+    assert reason.startswith("preflight: gpu.health gpu1 NVIDIA A100-SXM4-40GB: 2 uncorrected ECC")
+    assert "preflight: gpu.healt" in cluster.run("sinfo", "-R")  # sinfo -R shows the rule id first
+    submitted = cluster.run("sbatch", "--wrap", "hostname", "-o", str(cluster.root / "job-%j.out"))
+    job = re.search(r"Submitted batch job (\d+)", submitted).group(1)
+    time.sleep(3)
+    assert cluster.run("squeue", "-h", "-j", job, "-o", "%T").strip() == "PENDING"
+
+    # The GPU is healthy again: preflight resumes the node and the job runs.
+    cluster.set_fixture(H200)
+    cluster.wait_node(lambda s, r: not admission.is_drained(s), 60, "preflight to resume the node")
+    output = cluster.root / ("job-%s.out" % job)
+    cluster._wait(lambda: output.exists() and not cluster.run("squeue", "-h", "-j", job).strip(), 60, "the job to run")
+    assert output.read_text().strip() == NODE
+    assert "checks pass: resumed %s" % NODE in cluster.health_log()
+
+
+def test_real_slurm_an_administrators_drain_stays(cluster):
+    cluster.run("scontrol", "update", "NodeName=%s" % NODE, "State=DRAIN", "Reason=maintenance: new PSU")
+    mark = len(cluster.health_log())
+    cluster._wait(lambda: "stays drained" in cluster.health_log()[mark:], 60, "a health check to run")
+    time.sleep(2)
+    state, reason = cluster.node()
+    assert admission.is_drained(state) and reason == "maintenance: new PSU"
+    cluster.run("scontrol", "update", "NodeName=%s" % NODE, "State=RESUME")
