@@ -55,6 +55,23 @@ _probe_options = [
 ]
 
 
+_check_options = [
+    click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True, envvar="PREFLIGHT_PROFILE",
+                 help="train and inference check the job's environment; node checks hardware and driver only. "
+                      "[env: PREFLIGHT_PROFILE]"),
+    click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too."),
+    click.option("--select", multiple=True, metavar="ID",
+                 help="Run only these rules: an id or a dotted prefix (gpu selects gpu.*); repeatable or comma-separated."),
+    click.option("--ignore", multiple=True, metavar="ID",
+                 help="Skip these rules (id or prefix); the more specific selector wins."),
+    click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE",
+                 help="Change a threshold without editing files, e.g. --set driver.version.min=535 "
+                      "--set gpu.memory.min=24GB."),
+    click.option("--facts", "facts_file", metavar="FILE",
+                 help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin)."),
+]
+
+
 _workload_options = [
     click.option("--workload", metavar="ID", help="Size a workload against free GPU memory (yolov9-t, -s, -m, -c, -e)."),
     click.option("--task", type=click.Choice(["train", "inference"]),
@@ -102,13 +119,13 @@ def cli() -> None:
     """Find what will make a GPU training or inference job fail, before it starts.
 
     \b
-    Exit codes: 0 passed, 1 a check failed, 2 bad usage or input file, 3 internal error.
+    Exit codes: 0 passed, 1 a check failed, 2 bad usage or input file, 3 internal error,
+    4 (slurm) scontrol failed; exec ends with its command's status; see each command's --help.
     """
 
 
 @cli.command()
-@click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True,
-              help="train and inference check the job's environment; node checks hardware and driver only.")
+@_with(_check_options)
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "junit", "prometheus", "nfd", "npd"]),
               default="text", show_default=True,
               help="text for people; json (preflight.report/1); junit for CI; prometheus for node_exporter's textfile "
@@ -118,20 +135,12 @@ def cli() -> None:
               "instead of standard output.")
 @click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
               help="With --format nfd: NFD drops the labels if the file is not rewritten within this time (0: never).")
-@click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too.")
 @click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
-@click.option("--select", multiple=True, metavar="ID",
-              help="Run only these rules: an id or a dotted prefix (gpu selects gpu.*); repeatable or comma-separated.")
-@click.option("--ignore", multiple=True, metavar="ID", help="Skip these rules (id or prefix); the more specific selector wins.")
-@click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE",
-              help="Change a threshold without editing files, e.g. --set driver.version.min=535 --set gpu.memory.min=24GB.")
-@click.option("--facts", "facts_file", metavar="FILE",
-              help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin).")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
 @_with(_probe_options)
 @_with(_workload_options)
-def check(profile, output_format, output, expires_in, strict, quiet, select, ignore, settings, facts_file, color,
+def check(profile, strict, select, ignore, settings, facts_file, output_format, output, expires_in, quiet, color,
           python, nvml_fixture, timeout, no_cache, rules_paths, workload, task, batch, imgsz, fp32, half) -> int:
     """Check this machine and environment against the rules; print a report with a fix for every problem."""
     from preflight import commands
@@ -190,9 +199,7 @@ def list_rules(profile, output_format, rules_paths) -> int:
     from preflight.render import rules_doc
 
     if output_format == "markdown":  # the reference page: rules, facts, and the failure catalog
-        from preflight.engine import loader
-
-        ruleset = loader.load(list(rules_paths), failures=True)
+        ruleset = commands.load_rules(list(rules_paths), warn=_warn, failures=True)
         rules = [r for r in ruleset.rules.values() if profile is None or profile in r.profiles]
         click.echo(rules_doc.markdown(rules) + rules_doc.failures_markdown(list(ruleset.failures.values())), nl=False)
         return 0
@@ -207,12 +214,10 @@ def list_rules(profile, output_format, rules_paths) -> int:
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH", help="Add or override rules (repeatable).")
 def explain(rule_id, rules_paths) -> int:
     """Show one rule or known failure in full: what it checks or recognises, why, its source and its fix."""
-    from preflight.engine import loader
+    from preflight import commands
     from preflight.render import rules_doc
 
-    ruleset = loader.load(list(rules_paths), failures=True)
-    for warning in ruleset.warnings:
-        _warn(warning)
+    ruleset = commands.load_rules(list(rules_paths), warn=_warn, failures=True)
     if rule_id in ruleset.failures:
         click.echo(rules_doc.explain_failure(ruleset.failures[rule_id]))
     else:
@@ -241,10 +246,10 @@ def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, co
     from preflight import commands
 
     if list_catalog:
-        from preflight.engine import loader
         from preflight.render import rules_doc
 
-        click.echo(rules_doc.failures_text(list(loader.load(list(rules_paths), failures=True).failures.values())))
+        ruleset = commands.load_rules(list(rules_paths), warn=_warn, failures=True)
+        click.echo(rules_doc.failures_text(list(ruleset.failures.values())))
         return 0
     if log is None:
         if sys.stdin.isatty():
@@ -295,18 +300,6 @@ def plan(workload, task, batch, imgsz, fp32, half, gpu_filters, output_format, f
     result = commands.plan(options, list(gpu_filters), warn=_warn)
     click.echo({"text": render.text, "json": render.as_json, "markdown": render.markdown}[output_format](result))
     return 0
-
-
-_check_options = [
-    click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True, envvar="PREFLIGHT_PROFILE",
-                 help="train and inference check the job's environment; node checks hardware and driver only. "
-                      "[env: PREFLIGHT_PROFILE]"),
-    click.option("--strict", is_flag=True, help="Fail on warnings too."),
-    click.option("--select", multiple=True, metavar="ID", help="Run only these rules (id or dotted prefix)."),
-    click.option("--ignore", multiple=True, metavar="ID", help="Skip these rules (id or prefix)."),
-    click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE", help="Change a threshold."),
-    click.option("--facts", "facts_file", metavar="FILE", help="Evaluate a saved snapshot instead of probing."),
-]
 
 
 def _report_to_stderr(report, output_format: str, quiet: bool) -> None:

@@ -168,16 +168,13 @@ def open_log(path: str):
 
 
 def diagnose(path: str, options: DiagnoseOptions, warn=None):
-    from preflight.diagnose import diagnosis
-    from preflight.diagnose.scan import scan
-
-    ruleset = loader.load(options.rules_paths, failures=True)
-    for warning in ruleset.warnings:
-        if warn:
-            warn(warning)
     import sys
     import zlib
 
+    from preflight.diagnose import diagnosis
+    from preflight.diagnose.scan import scan
+
+    ruleset = load_rules(options.rules_paths, warn, failures=True)
     stream = open_log(path)
     try:
         result = scan(stream, list(ruleset.failures.values()))

@@ -226,7 +226,8 @@ def test_usage_errors_exit_2():
 
 def test_help_and_version():
     help_text = run_cli("--help").stdout
-    assert "Exit codes: 0 passed, 1 a check failed, 2 bad usage or input file, 3 internal error" in help_text
+    assert "Exit codes: 0 passed, 1 a check failed, 2 bad usage or input file, 3 internal error," in help_text
+    assert "4 (slurm) scontrol failed" in help_text
     check_help = run_cli("check", "--help").stdout
     for option in ("--profile", "--format", "--strict", "--select", "--ignore", "--set", "--facts", "--python",
                    "--nvml-fixture", "--timeout", "--rules", "-q"):
