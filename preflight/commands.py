@@ -111,7 +111,13 @@ def check(options: CheckOptions, warn=None) -> Report:
     started = time.monotonic()
     ruleset = load_rules(options.rules_paths, warn, capacity=options.workload is not None)
     rules = choose_rules(options, warn, ruleset)
+    if warn and not rules:
+        warn("no rule is left to check: the selected rules are not in profile %s ('preflight rules --profile %s' "
+             "lists its rules)" % (options.profile, options.profile))
     request = workload_request(ruleset, options.workload) if options.workload else None
+    if warn and request and not any(rule.fact.path == "gpu.workload.fit" for rule in rules):
+        warn("--workload has no effect: no selected rule reads it (gpu.memory.workload is in the train and "
+             "inference profiles)")
     if options.facts_file:
         facts = snapshot_file.load(options.facts_file)
         source = "file %s" % options.facts_file

@@ -224,6 +224,14 @@ def test_usage_errors_exit_2():
     assert bad_select.returncode == 2 and "no rule id is or starts with 'gpux'" in bad_select.stderr
 
 
+def test_empty_selections_and_idle_workloads_are_explained():
+    empty = run_cli("check", "--profile", "node", "--select", "torch", "--nvml-fixture", nvml_fixture("h200-driver580.json"))
+    assert empty.returncode == 0 and "no rule is left to check" in empty.stderr
+    idle = run_cli("check", "--profile", "node", "--workload", "yolov9-c", "--nvml-fixture",
+                   nvml_fixture("h200-driver580.json"))
+    assert "--workload has no effect" in idle.stderr
+
+
 def test_help_and_version():
     help_text = run_cli("--help").stdout
     assert "Exit codes: 0 passed, 1 a check failed, 2 bad usage or input file, 3 internal error," in help_text

@@ -15,6 +15,7 @@ in the report); the same id twice within one layer is an error.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
@@ -31,7 +32,8 @@ _TOP_LEVEL = ("rule", "fix", "failure", "workload", "gpu", "schema")
 BASE_PLACEHOLDERS = {"observed", "expected", "subject", "profile", "rule_id", "title"}
 
 
-def all_placeholders() -> set:
+@functools.lru_cache(maxsize=1)
+def all_placeholders() -> frozenset:
     """Every name a shared [[fix]] may use: result values, fact details and values, and log values."""
     from preflight.diagnose.catalog import DERIVED_FROM_GROUPS, LOG_VALUES, RUN_PREFIX, fact_variable
 
@@ -45,7 +47,7 @@ def all_placeholders() -> set:
     for comparison in COMPARISONS.values():
         names.update(comparison.details)
         names.update(comparison.params)
-    return names
+    return frozenset(names)
 
 
 class RuleSet:
