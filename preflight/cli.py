@@ -96,6 +96,21 @@ def _workload(workload, task, batch, imgsz, fp32, half, default_task: str):
     return commands.WorkloadOptions(workload, task or default_task, batch, imgsz, fp32, half)
 
 
+_output_option = click.option("--output", metavar="FILE", help="Write to FILE atomically (a temporary file in the same "
+                              "folder, then a rename) instead of standard output.")
+
+
+def _emit(text: str, output: Optional[str], color: bool = False) -> None:
+    """Print, or write to --output atomically."""
+    if output:
+        from preflight.output import write_atomically
+
+        write_atomically(output, text if text.endswith("\n") else text + "\n")
+    else:
+        # click.echo strips colour codes off terminals unless told otherwise (--color always).
+        click.echo(text, color=color, nl=not text.endswith("\n"))
+
+
 def _duration(option: str, text: str) -> float:
     from preflight.units import parse_duration
 
@@ -131,8 +146,7 @@ def cli() -> None:
               help="text for people; json (preflight.report/1); junit for CI; prometheus for node_exporter's textfile "
                    "collector; nfd for Node Feature Discovery's features.d; npd for node-problem-detector "
                    "(exit 0 OK, 1 problem, 2 unknown).")
-@click.option("--output", metavar="FILE", help="Write the report to FILE atomically (a temporary file, then a rename) "
-              "instead of standard output.")
+@_output_option
 @click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
               help="With --format nfd: NFD drops the labels if the file is not rewritten within this time (0: never).")
 @click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
@@ -155,21 +169,15 @@ def check(profile, strict, select, ignore, settings, facts_file, output_format, 
     expiry = _duration("--expires-in", expires_in)
     report = commands.check(options, warn=_warn)
     colored = output is None and output_format == "text" and _use_color(color)
-    rendered = formats.render(report, output_format, quiet=quiet, color=colored, expires_in=expiry)
-    if output:
-        from preflight.output import write_atomically
-
-        write_atomically(output, rendered if rendered.endswith("\n") else rendered + "\n")
-    else:
-        # click.echo strips colour codes off terminals unless told otherwise (--color always).
-        click.echo(rendered, color=colored, nl=not rendered.endswith("\n"))
+    _emit(formats.render(report, output_format, quiet=quiet, color=colored, expires_in=expiry), output, colored)
     return formats.exit_code(report, output_format)
 
 
 @cli.command()
 @click.option("--list", "list_facts", is_flag=True, help="List the facts rules can read instead of collecting them.")
+@_output_option
 @_with(_probe_options)
-def facts(list_facts, python, nvml_fixture, timeout, no_cache, rules_paths) -> int:
+def facts(list_facts, output, python, nvml_fixture, timeout, no_cache, rules_paths) -> int:
     """Print everything the probes see, as JSON (save it and replay it with 'check --facts FILE')."""
     if list_facts:
         from preflight.facts.catalog import FACTS
@@ -184,7 +192,7 @@ def facts(list_facts, python, nvml_fixture, timeout, no_cache, rules_paths) -> i
 
     options = commands.CheckOptions(rules_paths=list(rules_paths), python=python, nvml_fixture=nvml_fixture,
                                     timeout=timeout, use_cache=not no_cache)
-    click.echo(snapshot.dumps(commands.facts(options, warn=_warn)))
+    _emit(snapshot.dumps(commands.facts(options, warn=_warn)), output)
     return 0
 
 
@@ -235,9 +243,10 @@ def explain(rule_id, rules_paths) -> int:
               help="Profile of the related check rules shown with each problem.")
 @click.option("--list", "list_catalog", is_flag=True, help="List the known failures instead of reading a log.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
+@_output_option
 @_with(_probe_options)
-def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, color, python, nvml_fixture, timeout,
-             no_cache, rules_paths) -> int:
+def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, color, output, python, nvml_fixture,
+             timeout, no_cache, rules_paths) -> int:
     """Read a failed run's log (a file, '-' or a pipe) and name each known problem with its cause and fix.
 
     \b
@@ -262,12 +271,12 @@ def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, co
     if output_format == "json":
         import json
 
-        click.echo(json.dumps(diagnosis.to_json(), indent=2))
+        _emit(json.dumps(diagnosis.to_json(), indent=2), output)
     else:
         from preflight.render import diagnosis_text
 
-        colored = _use_color(color)
-        click.echo(diagnosis_text.render(diagnosis, color=colored), color=colored)
+        colored = output is None and _use_color(color)
+        _emit(diagnosis_text.render(diagnosis, color=colored), output, colored)
     return diagnosis.exit_code
 
 
@@ -282,14 +291,15 @@ def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, co
               help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
               show_default=True)
+@_output_option
 @click.option("--facts", "facts_file", metavar="FILE", help="This machine's GPUs from a saved snapshot.")
 @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
               help="This machine's GPUs from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
 @click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS")
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
               help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
-def plan(workload, task, batch, imgsz, fp32, half, gpu_filters, output_format, facts_file, nvml_fixture, timeout,
-         rules_paths) -> int:
+def plan(workload, task, batch, imgsz, fp32, half, gpu_filters, output_format, output, facts_file, nvml_fixture,
+         timeout, rules_paths) -> int:
     """Will a workload fit, and which GPU to use: memory needed, whether it fits, and the largest batch, per GPU."""
     from preflight import commands
     from preflight.render import plan as render
@@ -298,7 +308,7 @@ def plan(workload, task, batch, imgsz, fp32, half, gpu_filters, output_format, f
                                     timeout=timeout, workload=commands.WorkloadOptions(workload, task, batch, imgsz,
                                                                                        fp32, half))
     result = commands.plan(options, list(gpu_filters), warn=_warn)
-    click.echo({"text": render.text, "json": render.as_json, "markdown": render.markdown}[output_format](result))
+    _emit({"text": render.text, "json": render.as_json, "markdown": render.markdown}[output_format](result), output)
     return 0
 
 
@@ -360,7 +370,9 @@ def exec_command(profile, strict, select, ignore, settings, facts_file, output_f
 @_with(_check_options)
 @click.option("--node", metavar="NAME", help="Slurm node name [default: SLURMD_NODENAME, else the short host name].")
 @click.option("--scontrol", metavar="PATH", help="scontrol to use [default: found in PATH or the usual install folders].")
-@click.option("--slurm-conf", metavar="FILE", help="slurm.conf for scontrol [default: SLURM_CONF, else scontrol's own].")
+@click.option("--slurm-conf", metavar="FILE",
+              help="slurm.conf for scontrol [default: SLURM_CONF, else /etc/slurm/slurm.conf, /etc/slurm-llnl/slurm.conf, "
+                   "/usr/local/etc/slurm.conf or /opt/slurm/etc/slurm.conf, else scontrol's own].")
 @click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
 @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it.")
 @_with(_probe_options)
@@ -384,7 +396,8 @@ def slurm(profile, strict, select, ignore, settings, facts_file, node, scontrol,
                                     strict=strict)
     report = commands.check(options, warn=_warn)
     name = admission.node_name(node, os.environ)
-    tool = admission.Scontrol(admission.find_scontrol(scontrol, os.environ), slurm_conf,
+    tool = admission.Scontrol(admission.find_scontrol(scontrol, os.environ),
+                              admission.find_slurm_conf(slurm_conf, os.environ),
                               _duration("--scontrol-timeout", scontrol_timeout), os.environ)
     if dry_run:
         state, reason = tool.node(name)

@@ -5,6 +5,10 @@ as root with almost no environment: no PATH and no SLURM_CONF, only
 SLURMD_NODENAME. Its exit status changes nothing by itself, so the program
 must call ``scontrol`` to act, as LBNL NHC does:
 
+It finds scontrol in PATH or the usual install folders (SEARCH_DIRS) and
+slurm.conf through --slurm-conf, SLURM_CONF or the usual locations
+(CONF_CANDIDATES).
+
 - checks fail: ``scontrol update NodeName=N State=DRAIN Reason="preflight: <rule-id> <message>"``
   (the rule id first: ``sinfo -R`` cuts reasons short). A node already
   drained for another reason (by an administrator) keeps that reason.
@@ -52,6 +56,22 @@ def find_scontrol(explicit: Optional[str], environ) -> str:
             return candidate
     raise SlurmError("cannot find scontrol in PATH or %s" % ", ".join(SEARCH_DIRS),
                      "give its path: preflight slurm --scontrol /path/to/scontrol")
+
+
+# Where slurm.conf lives on common installations, for when neither --slurm-conf nor SLURM_CONF says.
+CONF_CANDIDATES = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/usr/local/etc/slurm.conf",
+                   "/opt/slurm/etc/slurm.conf")
+
+
+def find_slurm_conf(explicit: Optional[str], environ) -> Optional[str]:
+    """--slurm-conf, else SLURM_CONF, else the first usual location that exists; None leaves scontrol's own default."""
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise SlurmError("--slurm-conf %s: no such file" % explicit)
+        return explicit
+    if environ.get("SLURM_CONF"):
+        return environ["SLURM_CONF"]
+    return next((path for path in CONF_CANDIDATES if os.path.isfile(path)), None)
 
 
 def node_name(explicit: Optional[str], environ) -> str:

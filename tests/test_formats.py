@@ -150,6 +150,20 @@ def test_output_writes_every_format_atomically(tmp_path):
                                                       ("text", "json", "junit", "prometheus", "nfd", "npd"))
 
 
+def test_output_for_facts_diagnose_and_plan(tmp_path):
+    facts = tmp_path / "facts.json"
+    assert run_cli("facts", "--nvml-fixture", H200, "--output", str(facts)).stdout == ""
+    assert '"schema": "preflight.facts/1"' in facts.read_text()
+    diagnosis = tmp_path / "diagnosis.json"
+    completed = run_cli("diagnose", "-", "--no-facts", "--format", "json", "--output", str(diagnosis),
+                        stdin="RuntimeError: No CUDA GPUs are available\n")
+    assert completed.returncode == 1 and completed.stdout == "" and "cuda.no_gpu_visible" in diagnosis.read_text()
+    plan = tmp_path / "plan.md"
+    assert run_cli("plan", "--workload", "yolov9-s", "--format", "markdown", "--output", str(plan),
+                   "--nvml-fixture", H200).returncode == 0
+    assert plan.read_text().startswith("**yolov9-s train")
+
+
 def test_a_failed_write_leaves_the_old_file(tmp_path, monkeypatch):
     target = tmp_path / "preflight.prom"
     target.write_text("previous metrics\n")

@@ -113,6 +113,19 @@ def test_scontrol_missing(tmp_path, monkeypatch):
         admission.find_scontrol(None, {"PATH": str(tmp_path)})
 
 
+def test_slurm_conf_is_found_without_slurm_conf(tmp_path, monkeypatch):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\n")
+    assert admission.find_slurm_conf(str(conf), {}) == str(conf)
+    assert admission.find_slurm_conf(None, {"SLURM_CONF": "/x/slurm.conf"}) == "/x/slurm.conf"
+    monkeypatch.setattr(admission, "CONF_CANDIDATES", (str(tmp_path / "missing.conf"), str(conf)))
+    assert admission.find_slurm_conf(None, {}) == str(conf)
+    monkeypatch.setattr(admission, "CONF_CANDIDATES", (str(tmp_path / "missing.conf"),))
+    assert admission.find_slurm_conf(None, {}) is None
+    with pytest.raises(admission.SlurmError, match="no such file"):
+        admission.find_slurm_conf(str(tmp_path / "nope.conf"), {})
+
+
 def test_node_name_and_reason_parsing(tmp_path):
     assert admission.node_name(None, {"SLURMD_NODENAME": "gpu-17"}) == "gpu-17"
     assert admission.node_name("n3", {"SLURMD_NODENAME": "gpu-17"}) == "n3"
