@@ -260,6 +260,8 @@ def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, co
         ruleset = commands.load_rules(list(rules_paths), warn=_warn, failures=True)
         click.echo(rules_doc.failures_text(list(ruleset.failures.values())))
         return 0
+    if facts_file and no_facts:
+        raise click.UsageError("--facts and --no-facts contradict each other: give one")
     if log is None:
         if sys.stdin.isatty():
             raise click.UsageError("give a log file, or pipe one in: preflight diagnose train.log / ... | preflight diagnose -")

@@ -100,7 +100,8 @@ class Scontrol:
             raise SlurmError(str(exc))
         if completed.returncode != 0:
             detail = (completed.stderr.strip() or completed.stdout.strip() or "exit status %d" % completed.returncode)
-            raise SlurmError("scontrol %s failed: %s" % (" ".join(args), detail.splitlines()[-1]))
+            raise SlurmError("scontrol %s failed: %s" % (" ".join(args), detail.splitlines()[-1]),
+                             "is slurmctld reachable, is this node in slurm.conf (--node), and is --slurm-conf right?")
         return completed.stdout
 
     def node(self, name: str) -> Tuple[str, Optional[str]]:

@@ -287,6 +287,8 @@ def test_facts_file_and_no_facts(tmp_path):
     assert any(line.startswith("NVIDIA H200 (GPU 0)") for line in with_file["matches"][0]["context"])
     _, without = diagnose_json(ERRORS["cuda_oom"]["stderr"], "--no-facts")
     assert without["facts_source"] is None and not any("H200" in c for c in without["matches"][0]["context"])
+    both = run_cli("diagnose", "-", "--facts", str(path), "--no-facts", stdin="x\n")
+    assert both.returncode == 2 and "contradict" in both.stderr
 
 
 # --- output contract and documentation -----------------------------------------------------------

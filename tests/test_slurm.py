@@ -94,6 +94,7 @@ def test_an_administrators_reason_is_not_overwritten_and_no_repeat_drains(tmp_pa
 @pytest.mark.parametrize("behaviour, problem", [
     ('echo "slurm_load_node error: Unable to contact slurm controller (connect failure)" >&2; exit 1',
      "scontrol show node n1 --oneliner failed: slurm_load_node error: Unable to contact slurm controller"),
+    ('echo "Node n1 not found" >&2; exit 1', "is this node in slurm.conf (--node)"),
     ("sleep 60", "did not answer within 1 s"),
 ])
 def test_a_failing_or_hanging_scontrol_is_reported_not_waited_on(tmp_path, behaviour, problem):

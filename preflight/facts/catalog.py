@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from preflight import units
 from preflight.facts import derived
 
 KINDS = ("version", "number", "bytes", "bool", "string", "enum", "list", "packages")
@@ -257,10 +258,6 @@ def _gpu_memory(field: str) -> Compute:
     return compute
 
 
-def _gib(value: int) -> str:
-    return "%.1f GiB" % (value / 2**30)
-
-
 def _workload_fit(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
     """Does the requested workload (check --workload) fit in this GPU's free memory?"""
     from preflight.capacity import estimate
@@ -285,7 +282,7 @@ def _workload_fit(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
     details.update(
         workload=request["id"], task=request["task"], precision_text=estimate.PRECISION_WORDS[request["precision"]],
         batch=request["batch"], per_gpu_batch=batch, gpus=request["gpus"], imgsz=request["imgsz"],
-        required=_gib(required), free=_gib(free), max_batch=most, max_batch_total=most * request["gpus"],
+        required=units.format_bytes(required), free=units.format_bytes(free), max_batch=most, max_batch_total=most * request["gpus"],
         smaller_img=smaller or "none", smaller_img_batch1=smallest_run or "none", gpus_needed=needed,
         device_list=",".join(str(i) for i in range(needed or 1)), bigger_gpus=", ".join(request["catalog_fits"][:3])
         or "none in the catalog", margin_text="%d%%" % round(request["margin"] * 100),
@@ -299,7 +296,6 @@ def _with_gpu_details(compute: Compute) -> Compute:
 
 
 _NV = ("nvml",)
-_GPU = ("nvml",)
 
 FACTS: Dict[str, Fact] = {fact.path: fact for fact in [
     # NVML and driver
@@ -315,37 +311,37 @@ FACTS: Dict[str, Fact] = {fact.path: fact for fact in [
          _visible_count, details=("cuda_visible_devices", "visibility_notes", "machine_gpu_count"),
          implies=("nvml_ok",)),
     # per GPU
-    Fact("gpu.name", "string", "product name", _GPU, _with_gpu_details(_per_gpu("name")), per_gpu=True,
+    Fact("gpu.name", "string", "product name", _NV, _with_gpu_details(_per_gpu("name")), per_gpu=True,
          details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.uuid", "string", "GPU UUID", _GPU, _with_gpu_details(_per_gpu("uuid")), per_gpu=True,
+    Fact("gpu.uuid", "string", "GPU UUID", _NV, _with_gpu_details(_per_gpu("uuid")), per_gpu=True,
          details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.architecture", "string", "architecture name (ampere, hopper, ...)", _GPU,
+    Fact("gpu.architecture", "string", "architecture name (ampere, hopper, ...)", _NV,
          _with_gpu_details(_per_gpu("architecture")), per_gpu=True, details=("gpu_name", "gpu_index"),
          implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.compute_capability", "version", "CUDA compute capability (major.minor)", _GPU,
+    Fact("gpu.compute_capability", "version", "CUDA compute capability (major.minor)", _NV,
          _with_gpu_details(_per_gpu("compute_capability")), per_gpu=True, details=("gpu_name", "gpu_index"),
          implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.memory.total", "bytes", "total GPU memory", _GPU, _gpu_memory("total"), per_gpu=True,
+    Fact("gpu.memory.total", "bytes", "total GPU memory", _NV, _gpu_memory("total"), per_gpu=True,
          details=("gpu_name", "gpu_index", "gpu_processes"), implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.memory.free", "bytes", "free GPU memory", _GPU, _gpu_memory("free"), per_gpu=True,
+    Fact("gpu.memory.free", "bytes", "free GPU memory", _NV, _gpu_memory("free"), per_gpu=True,
          details=("gpu_name", "gpu_index", "gpu_processes"), implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.memory.used", "bytes", "GPU memory in use", _GPU, _gpu_memory("used"), per_gpu=True,
+    Fact("gpu.memory.used", "bytes", "GPU memory in use", _NV, _gpu_memory("used"), per_gpu=True,
          details=("gpu_name", "gpu_index", "gpu_processes"), implies=("nvml_ok", "gpu_visible")),
     Fact("gpu.health.problems", "list", "what makes the GPU unfit: lost, uncorrected ECC, row remapping, retired pages",
-         _GPU, _health, per_gpu=True, details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.mig.state", "enum", "MIG mode of the GPU and whether a MIG instance is selected", _GPU, _mig,
+         _NV, _health, per_gpu=True, details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.mig.state", "enum", "MIG mode of the GPU and whether a MIG instance is selected", _NV, _mig,
          per_gpu=True, values=("not_supported", "disabled", "instance_selected", "enabled_unselected"),
          details=("gpu_name", "gpu_index", "mig_devices"), implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.temperature_c", "number", "GPU temperature in degrees Celsius", _GPU,
+    Fact("gpu.temperature_c", "number", "GPU temperature in degrees Celsius", _NV,
          _with_gpu_details(_per_gpu("temperature_c")), per_gpu=True, details=("gpu_name", "gpu_index"),
          implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.clock_event_reasons", "list", "active clock event (throttle) reasons", _GPU,
+    Fact("gpu.clock_event_reasons", "list", "active clock event (throttle) reasons", _NV,
          _with_gpu_details(_per_gpu("clock_event_reasons", "active")), per_gpu=True,
          details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.persistence_mode", "bool", "persistence mode enabled", _GPU,
+    Fact("gpu.persistence_mode", "bool", "persistence mode enabled", _NV,
          _with_gpu_details(_per_gpu("persistence_mode")), per_gpu=True, details=("gpu_name", "gpu_index"),
          implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.ecc_enabled", "bool", "ECC mode currently enabled", _GPU,
+    Fact("gpu.ecc_enabled", "bool", "ECC mode currently enabled", _NV,
          _with_gpu_details(_per_gpu("ecc_mode", "current")), per_gpu=True, details=("gpu_name", "gpu_index"),
          implies=("nvml_ok", "gpu_visible")),
     Fact("gpu.torch_kernels", "enum",
@@ -356,7 +352,7 @@ FACTS: Dict[str, Fact] = {fact.path: fact for fact in [
                   "python_executable"),
          implies=("nvml_ok", "gpu_visible", "torch_cuda")),
     Fact("gpu.workload.fit", "enum",
-         "whether the requested workload (check --workload) fits in the GPU's free memory", _GPU, _workload_fit,
+         "whether the requested workload (check --workload) fits in the GPU's free memory", _NV, _workload_fit,
          per_gpu=True, values=("fits", "train_too_big", "train_too_big_at_batch_1", "inference_too_big",
                                "inference_too_big_at_batch_1"),
          details=("gpu_name", "gpu_index", "gpu_processes", "workload", "task", "precision_text", "batch",

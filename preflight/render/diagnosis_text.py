@@ -4,23 +4,17 @@ from __future__ import annotations
 
 from typing import List
 
+from preflight import units
 from preflight.diagnose.diagnosis import Diagnosis
 
 _STATUS = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "error": "ERROR", "skip": "SKIP"}
-
-
-def _size(count: int) -> str:
-    for unit, step in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= step:
-            return "%.1f %s" % (count / step, unit)
-    return "%d bytes" % count
 
 
 def render(diagnosis: Diagnosis, color: bool = False) -> str:
     bold = (lambda t: "\033[1m%s\033[0m" % t) if color else (lambda t: t)
     found = diagnosis.findings
     head = "preflight diagnose: %s (%d lines, %s): " % (diagnosis.source, diagnosis.scan.lines,
-                                                       _size(diagnosis.scan.bytes))
+                                                       units.format_bytes(diagnosis.scan.bytes, binary=False))
     lines: List[str] = []
     if not found:
         lines.append(head + "no known problem recognised")

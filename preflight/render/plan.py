@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 
+from preflight import units
 from preflight.capacity import estimate
 from preflight.capacity.planning import Plan
 
 
 def _gib(value: int) -> str:
-    return "%.1f GiB" % (value / 2**30)
+    return units.format_bytes(value)
 
 
 def _heading(plan: Plan) -> list:
