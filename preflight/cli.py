@@ -19,7 +19,7 @@ from typing import List, Optional
 import click
 
 from preflight import __version__
-from preflight.errors import EXIT_INTERNAL, PreflightError
+from preflight.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, PreflightError
 
 _PROFILES = ("train", "inference", "node")
 
@@ -38,7 +38,7 @@ def _use_color(choice: str) -> bool:
         return True
     if choice == "never" or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
-    return sys.stdout.isatty()
+    return sys.stdout is not None and sys.stdout.isatty()
 
 
 _probe_options = [
@@ -96,19 +96,15 @@ def _workload(workload, task, batch, imgsz, fp32, half, default_task: str):
     return commands.WorkloadOptions(workload, task or default_task, batch, imgsz, fp32, half)
 
 
-_output_option = click.option("--output", metavar="FILE", help="Write to FILE atomically (a temporary file in the same "
-                              "folder, then a rename) instead of standard output.")
+_output_option = click.option("--output", metavar="FILE", help="Write to FILE instead of standard output ('-'): a regular "
+                              "file is replaced atomically (links are followed); a device or pipe is written in place.")
 
 
-def _emit(text: str, output: Optional[str], color: bool = False) -> None:
-    """Print, or write to --output atomically."""
-    if output:
-        from preflight.output import write_atomically
+def _emit(text: str, output: Optional[str] = None) -> None:
+    """Print, or write to --output (atomically for files; devices and pipes in place)."""
+    from preflight.output import emit
 
-        write_atomically(output, text if text.endswith("\n") else text + "\n")
-    else:
-        # click.echo strips colour codes off terminals unless told otherwise (--color always).
-        click.echo(text, color=color, nl=not text.endswith("\n"))
+    emit(text, output)
 
 
 def _duration(option: str, text: str) -> float:
@@ -169,7 +165,7 @@ def check(profile, strict, select, ignore, settings, facts_file, output_format, 
     expiry = _duration("--expires-in", expires_in)
     report = commands.check(options, warn=_warn)
     colored = output is None and output_format == "text" and _use_color(color)
-    _emit(formats.render(report, output_format, quiet=quiet, color=colored, expires_in=expiry), output, colored)
+    _emit(formats.render(report, output_format, quiet=quiet, color=colored, expires_in=expiry), output)
     return formats.exit_code(report, output_format)
 
 
@@ -183,9 +179,8 @@ def facts(list_facts, output, python, nvml_fixture, timeout, no_cache, rules_pat
         from preflight.facts.catalog import FACTS
 
         width = max(len(path) for path in FACTS)
-        for fact in FACTS.values():
-            click.echo("%s  %-8s  %-7s  %s" % (fact.path.ljust(width), fact.kind, "per-GPU" if fact.per_gpu else "",
-                                               fact.description))
+        _emit("\n".join("%s  %-8s  %-7s  %s" % (fact.path.ljust(width), fact.kind, "per-GPU" if fact.per_gpu else "",
+                                                fact.description) for fact in FACTS.values()))
         return 0
     from preflight import commands
     from preflight.facts import snapshot
@@ -209,11 +204,11 @@ def list_rules(profile, output_format, rules_paths) -> int:
     if output_format == "markdown":  # the reference page: rules, facts, and the failure catalog
         ruleset = commands.load_rules(list(rules_paths), warn=_warn, failures=True)
         rules = [r for r in ruleset.rules.values() if profile is None or profile in r.profiles]
-        click.echo(rules_doc.markdown(rules) + rules_doc.failures_markdown(list(ruleset.failures.values())), nl=False)
+        _emit(rules_doc.markdown(rules) + rules_doc.failures_markdown(list(ruleset.failures.values())))
         return 0
     ruleset = commands.load_rules(list(rules_paths), warn=_warn)
     rules = [r for r in ruleset.rules.values() if profile is None or profile in r.profiles]
-    click.echo(rules_doc.list_text(rules) if output_format == "text" else rules_doc.list_json(rules))
+    _emit(rules_doc.list_text(rules) if output_format == "text" else rules_doc.list_json(rules))
     return 0
 
 
@@ -227,9 +222,9 @@ def explain(rule_id, rules_paths) -> int:
 
     ruleset = commands.load_rules(list(rules_paths), warn=_warn, failures=True)
     if rule_id in ruleset.failures:
-        click.echo(rules_doc.explain_failure(ruleset.failures[rule_id]))
+        _emit(rules_doc.explain_failure(ruleset.failures[rule_id]))
     else:
-        click.echo(rules_doc.explain(ruleset.get(rule_id, also=ruleset.failures)))
+        _emit(rules_doc.explain(ruleset.get(rule_id, also=ruleset.failures)))
     return 0
 
 
@@ -258,7 +253,7 @@ def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, co
         from preflight.render import rules_doc
 
         ruleset = commands.load_rules(list(rules_paths), warn=_warn, failures=True)
-        click.echo(rules_doc.failures_text(list(ruleset.failures.values())))
+        _emit(rules_doc.failures_text(list(ruleset.failures.values())))
         return 0
     if facts_file and no_facts:
         raise click.UsageError("--facts and --no-facts contradict each other: give one")
@@ -278,7 +273,7 @@ def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, co
         from preflight.render import diagnosis_text
 
         colored = output is None and _use_color(color)
-        _emit(diagnosis_text.render(diagnosis, color=colored), output, colored)
+        _emit(diagnosis_text.render(diagnosis, color=colored), output)
     return diagnosis.exit_code
 
 
@@ -384,10 +379,12 @@ def slurm(profile, strict, select, ignore, settings, facts_file, node, scontrol,
 
     \b
     Drains with Reason="preflight: <rule-id> <message>"; resumes only nodes
-    whose reason starts with "preflight:" (an administrator's drain stays).
-    Use --profile node for node admission. Exit codes: 0 checks pass, 1 checks
-    fail (as a Prolog this also makes Slurm requeue the job), 2 bad usage,
-    4 scontrol missing, failing or not answering.
+    whose reason starts with "preflight:". A node whose reason is anyone
+    else's (DOWN, FAIL, MAINT, DRAIN by an administrator) is never drained
+    over or resumed. Use --profile node for node admission. Exit codes:
+    0 checks pass, 1 checks fail (as a Prolog this also makes Slurm requeue
+    the job), 2 bad usage, 4 scontrol missing, failing or not answering,
+    5 unknown: a probe timed out (not NVML), the node is left as it is.
     """
     from preflight import commands
     from preflight import slurm as admission
@@ -401,17 +398,23 @@ def slurm(profile, strict, select, ignore, settings, facts_file, node, scontrol,
     tool = admission.Scontrol(admission.find_scontrol(scontrol, os.environ),
                               admission.find_slurm_conf(slurm_conf, os.environ),
                               _duration("--scontrol-timeout", scontrol_timeout), os.environ)
+    failures, undetermined = admission.verdict(report)
+    for result in report.blocking():
+        click.echo("preflight: %s %s %s: %s" % ("UNKNOWN" if result in undetermined else result.status.upper(),
+                                                 result.id, result.subject, result.message), err=True)
+    if undetermined and not failures:
+        state, reason = tool.node(name)
+        click.echo("preflight: the checks could not finish (%s timed out); %s is left as it is (%s, reason: %s)"
+                   % (", ".join(report.timed_out_probes()), name, state, reason), err=True)
+        return admission.EXIT_UNKNOWN
     if dry_run:
         state, reason = tool.node(name)
-        wanted = "resume if drained by preflight" if report.ok else "drain: %s" % admission.drain_reason(report)
+        wanted = "resume if drained by preflight" if not failures else "drain: %s" % admission.drain_reason(failures)
         click.echo("preflight: node %s is %s (reason: %s); would %s" % (name, state, reason, wanted), err=True)
     else:
-        for line in admission.admit(report, tool, name):
+        for line in admission.admit(failures, tool, name):
             click.echo("preflight: %s" % line, err=True)
-    for result in report.blocking():
-        click.echo("preflight: %s %s %s: %s" % (result.status.upper(), result.id, result.subject, result.message),
-                   err=True)
-    return report.exit_code
+    return EXIT_FAILED if failures else EXIT_OK
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -47,3 +47,7 @@ class FixtureError(PreflightError):
 
 class SelectionError(PreflightError):
     """--select/--ignore/--set name a rule or a key that does not exist, or a bad value."""
+
+
+class OutputError(PreflightError):
+    """The report cannot be written where it should go (a full disk, a closed standard output)."""

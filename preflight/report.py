@@ -34,6 +34,26 @@ class Report:
             return [r for r in self.results if r.status in ("fail", "warn", "error") and r.severity != "info"]
         return [r for r in self.results if r.status in ("fail", "error") and r.severity == "error"]
 
+    def timed_out_probes(self) -> List[str]:
+        """Probes that gave no answer before the deadline (their facts are unknown)."""
+        probes = self.facts.get("probes") if isinstance(self.facts.get("probes"), dict) else {}
+        return sorted(name for name, status in probes.items()
+                      if isinstance(status, dict) and status.get("status") == "timeout")
+
+    def undetermined(self, node_faults=("nvml",)) -> List[Result]:
+        """Blocking results that are errors only because a probe other than ``node_faults`` timed out.
+
+        Such a result says nothing about the node: preflight itself was too
+        slow (a cold ``import torch``, a ``--python`` that does not answer).
+        A hung NVML is different: a GPU or driver that hangs NVML is a node fault.
+        """
+        slow = set(self.timed_out_probes()) - set(node_faults)
+        if not slow:
+            return []
+        from preflight.engine.evaluate import probes_needed
+
+        return [r for r in self.blocking() if r.status == "error" and probes_needed([r.rule]) & slow]
+
     @property
     def ok(self) -> bool:
         return not self.blocking()

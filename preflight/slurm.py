@@ -10,11 +10,13 @@ slurm.conf through --slurm-conf, SLURM_CONF or the usual locations
 (CONF_CANDIDATES).
 
 - checks fail: ``scontrol update NodeName=N State=DRAIN Reason="preflight: <rule-id> <message>"``
-  (the rule id first: ``sinfo -R`` cuts reasons short). A node already
-  drained for another reason (by an administrator) keeps that reason.
+  (the rule id first: ``sinfo -R`` cuts reasons short).
 - checks pass: ``State=RESUME``, but only if the node is drained and its
-  reason starts with ``preflight:``; a node an administrator drained stays
-  drained.
+  reason starts with ``preflight:``.
+- a node whose reason is anyone else's (an administrator's DOWN, FAIL, MAINT
+  or DRAIN, Slurm's own) is never drained over and never resumed.
+- checks that could not finish (a probe timed out) change nothing: the
+  verdict is unknown (exit 5), as NHC does.
 
 Every scontrol call has a timeout; a missing, failing or hanging scontrol is
 reported (exit 4), never waited on forever.
@@ -29,6 +31,7 @@ from typing import List, Optional, Tuple
 
 from preflight.errors import PreflightError
 from preflight.probes import process
+from preflight.engine.evaluate import Result
 from preflight.report import Report
 
 REASON_PREFIX = "preflight:"
@@ -36,6 +39,7 @@ REASON_LIMIT = 200
 # Where scontrol lives on common installations; Slurm gives a health program no PATH.
 SEARCH_DIRS = ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/opt/slurm/bin", "/opt/slurm/sbin")
 EXIT_SLURM_FAILED = 4
+EXIT_UNKNOWN = 5  # the checks could not finish (a probe timed out): the node is left as it is
 
 
 class SlurmError(PreflightError):
@@ -110,11 +114,7 @@ class Scontrol:
         state = re.search(r"\bState=(\S+)", text)
         if not state:
             raise SlurmError("scontrol show node %s printed no State: %r" % (name, text.strip()[:200]))
-        reason = None
-        found = re.search(r"\bReason=(.*)$", text.strip())
-        if found:
-            reason = re.sub(r"\s*\[[^\]]*@[^\]]*\]\s*$", "", found.group(1)).strip() or None
-        return state.group(1), reason
+        return state.group(1), parse_reason(text)
 
     def drain(self, name: str, reason: str) -> None:
         self.run("update", "NodeName=%s" % name, "State=DRAIN", "Reason=%s" % reason)
@@ -123,9 +123,8 @@ class Scontrol:
         self.run("update", "NodeName=%s" % name, "State=RESUME")
 
 
-def drain_reason(report: Report) -> str:
+def drain_reason(blocking: List[Result]) -> str:
     """``preflight: <rule-id> <message>``, the first blocking result first."""
-    blocking = report.blocking()
     first = blocking[0]
     more = " (+%d more)" % (len(blocking) - 1) if len(blocking) > 1 else ""
     subject = "" if first.subject == "system" else " %s" % first.subject
@@ -134,26 +133,73 @@ def drain_reason(report: Report) -> str:
     return text if len(text) <= REASON_LIMIT else text[:REASON_LIMIT - 3] + "..."
 
 
+# Slurm ends a reason with "[user@time]", and --oneliner prints more fields after it
+# (Comment=, Extra=, ...): the reason is what lies between "Reason=" and that stamp.
+_REASON_STAMPED = re.compile(r"(?:^|\s)Reason=(.*?) \[[^\]\s]*@[^\]\s]*\](?=\s|$)")
+# Without a stamp, the reason runs to the next field Slurm prints after it.
+_REASON_TO_NEXT_FIELD = re.compile(r"(?:^|\s)Reason=(.*?)(?=\s+(?:Comment|Extra|ExtSensors\w*|Energy\w*|"
+                                   r"Power\w*|ResumeAfterTime|InstanceId|InstanceType|Partitions|"
+                                   r"NextState|LastBusyTime)=|\s*$)")
+
+
+def parse_reason(text: str) -> Optional[str]:
+    """The node's reason exactly as set, from ``scontrol show node --oneliner`` output."""
+    line = " ".join(text.split())
+    found = _REASON_STAMPED.search(line) or _REASON_TO_NEXT_FIELD.search(line)
+    if not found:
+        return None
+    reason = found.group(1).strip()
+    return reason if reason and reason != "(null)" else None
+
+
+def verdict(report: Report) -> Tuple[List[Result], List[Result]]:
+    """(failures that speak about the node, results left unknown because preflight itself was too slow)."""
+    undetermined = report.undetermined()
+    return [r for r in report.blocking() if r not in undetermined], undetermined
+
+
 def is_drained(state: str) -> bool:
     return "DRAIN" in state.upper()
 
 
-def admit(report: Report, scontrol: Scontrol, node: str) -> List[str]:
-    """Drain or resume ``node`` as the report says; returns what was done, in words."""
+# Node states and flags in which a node is out of service; whoever put it there (its reason) owns it.
+_OUT_OF_SERVICE = {"DRAIN", "DRAINING", "DRAINED", "DOWN", "FAIL", "FAILING", "MAINT", "REBOOT", "REBOOT_REQUESTED",
+                   "REBOOT_ISSUED", "POWER_DOWN", "POWERED_DOWN", "POWERING_DOWN", "INVAL", "NOT_RESPONDING",
+                   "FUTURE"}
+
+
+def out_of_service(state: str) -> bool:
+    flags = {word.strip("*~#!%$@^-") for word in state.upper().split("+")}
+    return bool(flags & _OUT_OF_SERVICE)
+
+
+def is_ours(reason: Optional[str]) -> bool:
+    return (reason or "").startswith(REASON_PREFIX)
+
+
+def admit(failures: List[Result], scontrol: Scontrol, node: str) -> List[str]:
+    """Drain ``node`` for ``failures``, or resume it when there are none; returns what was done, in words.
+
+    A node whose reason is not preflight's (an administrator's DOWN, FAIL,
+    MAINT, DRAIN; Slurm's own "Not responding") is never drained over and
+    never resumed: only preflight's own drain is preflight's to lift.
+    """
     state, reason = scontrol.node(node)
-    ours = (reason or "").startswith(REASON_PREFIX)
-    if report.ok:
+    ours = is_ours(reason)
+    foreign = reason is not None and not ours
+    if not failures:
         if is_drained(state) and ours:
             scontrol.resume(node)
             return ["checks pass: resumed %s (it was drained by preflight: %s)" % (node, reason)]
-        if is_drained(state):
-            return ["checks pass; %s stays drained: its reason is not preflight's (%s)" % (node, reason)]
+        if foreign or out_of_service(state):
+            return ["checks pass; %s stays %s: its reason is not preflight's (%s)" % (node, state, reason or "none")]
         return ["checks pass; %s is %s" % (node, state)]
-    wanted = drain_reason(report)
-    if is_drained(state) and reason and not ours:
-        return ["checks fail (%s); %s is already drained for another reason, left as it is: %s" % (wanted, node, reason)]
-    if is_drained(state) and reason == wanted:
+    wanted = drain_reason(failures)
+    if foreign:
+        return ["checks fail (%s); %s is %s for another reason, left as it is: %s" % (wanted, node, state, reason)]
+    if ours and reason == wanted and is_drained(state):
         return ["checks fail; %s is already drained: %s" % (node, reason)]
+    if not ours and out_of_service(state):
+        return ["checks fail (%s); %s is %s (no reason given), left as it is" % (wanted, node, state)]
     scontrol.drain(node, wanted)
     return ["checks fail: drained %s: %s" % (node, wanted)]
-

@@ -8,7 +8,10 @@ from xml.etree import ElementTree
 
 import pytest
 
-from conftest import nvml_fixture, run_cli
+import subprocess
+import sys
+
+from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
 from preflight import output
 from preflight.errors import PreflightError
 
@@ -193,3 +196,104 @@ def test_output_to_a_missing_or_unwritable_folder(tmp_path):
         assert (locked / "preflight.prom").read_text() == "old\n"
     finally:
         locked.chmod(0o700)
+
+
+# --- --output never destroys what is at the path ------------------------------------------------
+
+def _private_device(tmp_path, name, minor):
+    """A character device node of our own (1,3 is the null device, 1,7 the full device), never the system's."""
+    import stat as stat_module
+
+    path = tmp_path / name
+    try:
+        os.mknod(str(path), 0o666 | stat_module.S_IFCHR, os.makedev(1, minor))
+    except PermissionError:
+        pytest.skip("mknod needs root (CI runs as root)")
+    return path
+
+
+def test_output_to_a_device_writes_into_it_and_keeps_it_a_device(tmp_path):
+    import stat as stat_module
+
+    null = _private_device(tmp_path, "null", 3)
+    completed = node("json", H200, "--output", str(null))
+    assert completed.returncode == 0, completed.stderr
+    assert stat_module.S_ISCHR(null.stat().st_mode)
+    full = _private_device(tmp_path, "full", 7)
+    completed = node("json", H200, "--output", str(full))
+    assert completed.returncode == 2 and "cannot write the report: No space left on device" in completed.stderr
+    assert stat_module.S_ISCHR(full.stat().st_mode)
+    assert sorted(os.listdir(str(tmp_path))) == ["full", "null"]  # no temporary files either
+
+
+def test_output_dash_and_dev_stdout_reach_standard_output(tmp_path):
+    for target in ("-", "/dev/stdout"):
+        completed = node("json", H200, "--output", target)
+        assert completed.returncode == 0 and '"schema": "preflight.report/1"' in completed.stdout, target
+    assert not os.path.exists(os.path.join(os.path.dirname(__file__), "-"))
+
+
+def test_output_to_a_fifo_writes_in_place(tmp_path):
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(str(fifo))
+    received = []
+    reader = threading.Thread(target=lambda: received.append(open(str(fifo)).read()))
+    reader.start()
+    completed = node("prometheus", H200, "--output", str(fifo))
+    reader.join(30)
+    assert completed.returncode == 0 and "preflight_ok{" in received[0]
+    assert os.path.exists(str(fifo)) and not os.path.isfile(str(fifo))
+
+
+def test_output_follows_a_symlink_and_replaces_its_target(tmp_path):
+    real = tmp_path / "collector"
+    real.mkdir()
+    target = real / "preflight.prom"
+    target.write_text("old\n")
+    link = tmp_path / "preflight.prom"
+    link.symlink_to(target)
+    completed = node("prometheus", H200, "--output", str(link))
+    assert completed.returncode == 0
+    assert link.is_symlink() and os.readlink(str(link)) == str(target)
+    assert "preflight_ok{" in target.read_text()
+    assert os.listdir(str(real)) == ["preflight.prom"]
+    dangling = tmp_path / "new.prom"
+    dangling.symlink_to(real / "created.prom")
+    assert node("prometheus", H200, "--output", str(dangling)).returncode == 0
+    assert dangling.is_symlink() and "preflight_ok{" in (real / "created.prom").read_text()
+
+
+def test_output_to_a_folder_is_refused(tmp_path):
+    completed = node("json", H200, "--output", str(tmp_path))
+    assert completed.returncode == 2 and "is a folder" in completed.stderr
+
+
+def test_stale_temporary_files_of_killed_writers_are_removed(tmp_path):
+    target = tmp_path / "preflight.prom"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / (".preflight.prom.preflight-%d-abc123.tmp" % dead.pid)
+    stale.write_text("half")
+    other = tmp_path / (".unrelated.preflight-%d-abc123.tmp" % dead.pid)
+    other.write_text("not ours to judge")
+    live = tmp_path / (".preflight.prom.preflight-%d-xyz.tmp" % os.getppid())
+    live.write_text("a live writer's")
+    assert node("prometheus", H200, "--output", str(target)).returncode == 0
+    assert sorted(os.listdir(str(tmp_path))) == sorted([target.name, other.name, live.name])
+
+
+def test_standard_output_full_or_closed_is_an_error_not_a_lost_report():
+    for fmt in ("text", "json"):
+        with open("/dev/full", "w") as full:
+            completed = subprocess.run([sys.executable, "-m", "preflight", "check", "--profile", "node", "--format",
+                                        fmt, "--nvml-fixture", H200], stdout=full, stderr=subprocess.PIPE, text=True,
+                                       env=clean_env(), cwd=NEUTRAL_CWD)
+        assert completed.returncode == 2, completed.stderr
+        assert "cannot write the report to standard output: No space left on device" in completed.stderr
+        assert "Traceback" not in completed.stderr
+        closed = subprocess.run("exec >&-; exec %s -m preflight check --profile node --format %s --nvml-fixture %s"
+                                % (sys.executable, fmt, H200), shell=True, stderr=subprocess.PIPE, text=True,
+                                env=clean_env(), cwd=NEUTRAL_CWD)
+        assert closed.returncode == 2 and "standard output is closed" in closed.stderr, closed.stderr

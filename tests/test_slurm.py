@@ -74,7 +74,7 @@ def test_passing_checks_resume_only_what_preflight_drained(tmp_path):
     completed = slurm(admins, H200)
     assert completed.returncode == 0
     assert not [c for c in calls(tmp_path / "b") if c.startswith("update")]
-    assert "stays drained: its reason is not preflight's (maintenance: new PSU)" in completed.stderr
+    assert "stays IDLE+DRAIN: its reason is not preflight's (maintenance: new PSU)" in completed.stderr
 
 
 def test_an_administrators_reason_is_not_overwritten_and_no_repeat_drains(tmp_path):
@@ -165,7 +165,7 @@ JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
-ReturnToService=2
+ReturnToService=1
 HealthCheckProgram={root}/health-check
 HealthCheckInterval=1
 HealthCheckNodeState=ANY
@@ -195,8 +195,11 @@ class Cluster:
         self.set_fixture(H200)
         # The health program as Slurm runs it: no PATH, no SLURM_CONF; preflight finds scontrol itself.
         health = self.root / "health-check"
-        health.write_text("#!/bin/sh\nexec %s -m preflight slurm --profile node --nvml-fixture \"$(cat %s/fixture)\" "
-                          "--slurm-conf %s >> %s/health.log 2>&1\n" % (sys.executable, self.root, self.conf, self.root))
+        # Extra options (word-split on purpose) come from the file "extra".
+        self.set_extra()
+        health.write_text("#!/bin/sh\necho '== run' >> %s/health.log\nexec %s -m preflight slurm --profile node --nvml-fixture \"$(cat %s/fixture)\" "
+                          "--slurm-conf %s $(cat %s/extra) >> %s/health.log 2>&1\n"
+                          % (self.root, sys.executable, self.root, self.conf, self.root, self.root))
         health.chmod(0o755)
         munge = self.root / "munge"
         self._spawn([_sbin("munged"), "-F", "--key-file=%s/munge.key" % munge, "--socket=%s/munge.socket.2" % munge,
@@ -238,6 +241,23 @@ class Cluster:
 
     def node(self):
         return admission.Scontrol(shutil.which("scontrol"), str(self.conf), 10, {}).node(NODE)
+
+    def set_extra(self, *args: str) -> None:
+        (self.root / "extra").write_text(" ".join(args))
+
+    def scontrol(self, *args: str) -> str:
+        return self.run(shutil.which("scontrol"), *args)
+
+    def oneliner(self) -> str:
+        return self.scontrol("show", "node", NODE, "--oneliner")
+
+    def health_runs(self, count: int, seconds: float = 90) -> str:
+        """Wait until the health program has run ``count`` more times to the end; return what those runs logged."""
+        before = self.health_log()
+        mark = before.count("== run")
+        # Slurm runs one health check at a time: once run N+1 has started, run N has finished.
+        self._wait(lambda: self.health_log().count("== run") >= mark + count + 1, seconds, "%d health checks" % count)
+        return self.health_log()[len(before):]
 
     def set_fixture(self, path: str) -> None:
         (self.root / "fixture").write_text(path)
@@ -297,8 +317,79 @@ def test_real_slurm_drain_keeps_jobs_waiting_and_resume_runs_them(cluster):
 def test_real_slurm_an_administrators_drain_stays(cluster):
     cluster.run("scontrol", "update", "NodeName=%s" % NODE, "State=DRAIN", "Reason=maintenance: new PSU")
     mark = len(cluster.health_log())
-    cluster._wait(lambda: "stays drained" in cluster.health_log()[mark:], 60, "a health check to run")
+    cluster._wait(lambda: "its reason is not preflight's" in cluster.health_log()[mark:], 60, "a health check to run")
     time.sleep(2)
     state, reason = cluster.node()
     assert admission.is_drained(state) and reason == "maintenance: new PSU"
     cluster.run("scontrol", "update", "NodeName=%s" % NODE, "State=RESUME")
+
+
+def _stamp(oneliner: str) -> str:
+    return re.search(r"Reason=.*? \[([^\]]+)\]", oneliner).group(1)
+
+
+@pytest.mark.parametrize("admin_state", ["DOWN", "FAIL"])
+def test_real_slurm_an_administrators_down_or_fail_is_never_taken_over(cluster, admin_state):
+    cluster.scontrol("update", "NodeName=%s" % NODE, "State=%s" % admin_state, "Reason=hw-repair:RMA-4411")
+    try:
+        assert cluster.node()[1] == "hw-repair:RMA-4411"
+        stamp = _stamp(cluster.oneliner())
+        cluster.set_fixture(A100X2)  # failing checks: must not drain over the administrator's reason
+        log = cluster.health_runs(2)
+        assert "for another reason, left as it is: hw-repair:RMA-4411" in log, log
+        state, reason = cluster.node()
+        assert admin_state in state and reason == "hw-repair:RMA-4411" and _stamp(cluster.oneliner()) == stamp
+        cluster.set_fixture(H200)  # passing checks: must not resume it either
+        log = cluster.health_runs(2)
+        assert "its reason is not preflight's (hw-repair:RMA-4411)" in log, log
+        state, reason = cluster.node()
+        assert admin_state in state and reason == "hw-repair:RMA-4411" and _stamp(cluster.oneliner()) == stamp
+    finally:
+        cluster.set_fixture(H200)
+        cluster.scontrol("update", "NodeName=%s" % NODE, "State=RESUME")
+        cluster.wait_node(lambda s, r: not admission.out_of_service(s), 60, "the node to come back")
+
+
+def test_real_slurm_a_node_comment_does_not_make_preflight_drain_again(cluster):
+    cluster.scontrol("update", "NodeName=%s" % NODE, "Comment=rack 4, slot 2")
+    try:
+        cluster.set_fixture(A100X2)
+        state, reason = cluster.wait_node(lambda s, r: admission.is_ours(r), 60, "preflight to drain the node")
+        oneliner = cluster.oneliner()
+        assert "Comment=rack 4, slot 2" in oneliner and admission.parse_reason(oneliner) == reason
+        stamp = _stamp(oneliner)
+        log = cluster.health_runs(3)
+        assert "is already drained" in log and "drained %s:" % NODE not in log, log
+        assert _stamp(cluster.oneliner()) == stamp  # not drained again: the reason's time is unchanged
+    finally:
+        cluster.set_fixture(H200)
+        cluster.wait_node(lambda s, r: not admission.is_drained(s), 60, "preflight to resume the node")
+        cluster.scontrol("update", "NodeName=%s" % NODE, "Comment=")
+
+
+def test_real_slurm_a_probe_timeout_leaves_the_node_alone(cluster, tmp_path):
+    hang = tmp_path / "python"
+    hang.write_text("#!/bin/sh\nexec sleep 30\n")
+    hang.chmod(0o755)
+    tmp_path.chmod(0o755)
+    # The train profile's Python rules with an interpreter that never answers: the verdict is unknown.
+    cluster.set_extra("--profile", "train", "--select", "python", "--python", str(hang), "--timeout", "1")
+    try:
+        log = cluster.health_runs(2)
+        assert "the checks could not finish (python timed out); %s is left as it is" % NODE in log, log
+        assert "UNKNOWN python.packages" in log
+        state, reason = cluster.node()
+        assert not admission.out_of_service(state) and reason is None
+        # Also while preflight's own drain is on: unknown neither resumes nor re-drains.
+        cluster.set_extra()
+        cluster.set_fixture(A100X2)
+        state, reason = cluster.wait_node(lambda s, r: admission.is_ours(r), 60, "preflight to drain the node")
+        stamp = _stamp(cluster.oneliner())
+        cluster.set_fixture(H200)
+        cluster.set_extra("--profile", "train", "--select", "python", "--python", str(hang), "--timeout", "1")
+        log = cluster.health_runs(2)
+        assert "left as it is" in log and cluster.node() == (state, reason) and _stamp(cluster.oneliner()) == stamp
+    finally:
+        cluster.set_extra()
+        cluster.set_fixture(H200)
+        cluster.wait_node(lambda s, r: not admission.is_drained(s), 60, "preflight to resume the node")
