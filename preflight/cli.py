@@ -417,11 +417,23 @@ def slurm(profile, strict, select, ignore, settings, facts_file, node, scontrol,
     return EXIT_FAILED if failures else EXIT_OK
 
 
+def _option_arity(command: click.Command):
+    """Each option name of ``command`` -> whether it takes a value."""
+    arity = {}
+    for param in command.params:
+        if isinstance(param, click.Option):
+            for name in param.opts + param.secondary_opts:
+                arity[name] = not (param.is_flag or param.count)
+    return arity
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     from preflight.entrypoint import with_environment_args
 
-    argv = with_environment_args(list(sys.argv[1:] if argv is None else argv), os.environ)
+    _handle_termination()
     try:
+        argv = with_environment_args(list(sys.argv[1:] if argv is None else argv), os.environ,
+                                     _option_arity(exec_command))
         code = cli.main(args=argv, prog_name="preflight", standalone_mode=False)
     except click.ClickException as exc:
         exc.show()
@@ -445,10 +457,42 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 def _exit(code: int) -> None:
+    _stop_helpers()
     collect = sys.modules.get("preflight.facts.collect")
     if collect is not None and collect.abandoned_probes():
         # A probe thread is stuck in a library call: leave without waiting for it.
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
         os._exit(code)
     sys.exit(code)
+
+
+def _stop_helpers() -> None:
+    """Kill every helper process (a --python probe, torch's architecture query) still running."""
+    process = sys.modules.get("preflight.probes.process")
+    if process is not None:
+        process.kill_all()
+
+
+def _on_signal(signum, frame) -> None:
+    _stop_helpers()
+    try:
+        os.write(2, b"preflight: terminated\n")
+    except OSError:
+        pass
+    os._exit(128 + signum)
+
+
+def _handle_termination() -> None:
+    """SIGTERM (and SIGHUP) must not leave helpers behind: kill them, then leave with 128 + the signal."""
+    import signal
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            try:
+                signal.signal(getattr(signal, name), _on_signal)
+            except (ValueError, OSError):  # not the main thread (tests call main in threads)
+                pass

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Callable, List, Sequence
+from typing import Callable, Dict, List, Sequence
 
+from preflight.errors import PreflightError
 from preflight.report import Report
 
 EXIT_CANNOT_RUN = 126
@@ -25,14 +26,41 @@ def skip_requested(environ) -> bool:
     return (environ.get(SKIP_VARIABLE) or "").strip().lower() in _TRUE
 
 
-def with_environment_args(argv: List[str], environ) -> List[str]:
-    """``preflight exec ...`` with PREFLIGHT_ARGS inserted first, so the command line still wins."""
+def with_environment_args(argv: List[str], environ, option_arity: Dict[str, bool]) -> List[str]:
+    """``preflight exec ...`` with PREFLIGHT_ARGS inserted first, so the command line still wins.
+
+    ``option_arity`` maps each option of ``exec`` to whether it takes a value.
+    PREFLIGHT_ARGS may hold options only: a stray word would otherwise become
+    the command that exec starts instead of the training command.
+    """
     extra = environ.get(ARGS_VARIABLE)
     if not extra or not argv or argv[0] != "exec":
         return argv
     import shlex
 
-    return [argv[0]] + shlex.split(extra) + argv[1:]
+    try:
+        words = shlex.split(extra)
+    except ValueError as exc:
+        raise PreflightError("%s=%r cannot be split into words: %s" % (ARGS_VARIABLE, extra, exc),
+                             "quote as in a shell: %s=\"--ignore 'host.shm'\"" % ARGS_VARIABLE)
+    index = 0
+    while index < len(words):
+        word = words[index]
+        name = word.split("=", 1)[0]
+        if word == "--" or not word.startswith("-") or word == "-":
+            raise PreflightError("%s holds %r, which is not an option: %s may hold options only"
+                                 % (ARGS_VARIABLE, word, ARGS_VARIABLE),
+                                 "the command to run goes after '--' on the command line: "
+                                 "preflight exec [options] -- CMD ...")
+        if name not in option_arity:
+            raise PreflightError("%s holds %r, which is not an option of preflight exec" % (ARGS_VARIABLE, word),
+                                 "'preflight exec --help' lists them")
+        if option_arity[name] and "=" not in word:
+            if index + 1 >= len(words):
+                raise PreflightError("%s: %s needs a value" % (ARGS_VARIABLE, word))
+            index += 1
+        index += 1
+    return [argv[0]] + words + argv[1:]
 
 
 def check_until(check: Callable[[], Report], retry_timeout: float, sleep: float,
@@ -53,8 +81,17 @@ def check_until(check: Callable[[], Report], retry_timeout: float, sleep: float,
 
 def become(command: Sequence[str], log: Callable[[str], None]) -> int:
     """Replace this process with ``command``; returns only when that is impossible (126 or 127)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    if not command or not command[0]:
+        log("preflight: cannot start an empty command name")
+        return EXIT_NOT_FOUND
+    process = sys.modules.get("preflight.probes.process")
+    if process is not None:
+        process.kill_all()  # no helper of preflight's may become the command's child
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
     try:
         os.execvp(command[0], list(command))
     except FileNotFoundError:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 
-from conftest import nvml_fixture, run_cli
+import pytest
+
+from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
 from preflight.facts import collect
 from preflight.probes import nvml, nvml_replay
 
@@ -82,3 +87,84 @@ def test_a_hung_torch_import_ends_within_the_deadline(fake_env):
 def test_timeout_must_be_positive():
     completed = run_cli("check", "--timeout", "0")
     assert completed.returncode == 2 and "--timeout must be more than 0" in completed.stderr
+
+
+# --- no helper outlives preflight ---------------------------------------------------------------
+
+def _hanging_python(tmp_path):
+    """An interpreter that never answers; it writes its PID first, then waits (as a grandchild would, too)."""
+    pidfile = tmp_path / "pid"
+    hang = tmp_path / "python"
+    hang.write_text("#!/bin/sh\necho $$ > %s\nexec sleep 300\n" % pidfile)
+    hang.chmod(0o755)
+    return hang, pidfile
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for init to reap it."""
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for(path, seconds=20.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        time.sleep(0.05)
+    raise AssertionError("%s was not written" % path)
+
+
+def _gone(pid: int, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_interpreter_that_does_not_answer_is_killed_at_the_deadline(tmp_path):
+    hang, pidfile = _hanging_python(tmp_path)
+    completed = run_cli("check", "--select", "python", "--python", str(hang), "--timeout", "1")
+    assert completed.returncode == 1
+    assert _gone(_wait_for(pidfile)), "the --python helper outlived preflight"
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_to_preflight_kills_its_helpers(tmp_path, signum, code):
+    hang, pidfile = _hanging_python(tmp_path)
+    running = subprocess.Popen([sys.executable, "-m", "preflight", "check", "--select", "python", "--python",
+                                str(hang), "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=clean_env(), cwd=NEUTRAL_CWD)
+    try:
+        helper = _wait_for(pidfile)
+        running.send_signal(signum)
+        assert running.wait(20) == code
+    finally:
+        running.kill()
+    assert _gone(helper), "the --python helper outlived preflight"
+
+
+def test_exec_leaves_no_helper_to_the_command(tmp_path):
+    hang, pidfile = _hanging_python(tmp_path)
+    script = 'if kill -0 "$(cat %s)" 2>/dev/null && ! grep -q "^State:.*Z" /proc/$(cat %s)/status; then ' \
+             'echo HELPER-ALIVE; else echo HELPER-GONE; fi' % (pidfile, pidfile)
+    completed = run_cli("exec", "--select", "python", "--python", str(hang), "--timeout", "1", "--warn-only",
+                        "--", "sh", "-c", script)
+    assert "HELPER-GONE" in completed.stdout, completed.stdout + completed.stderr
+
+
+def test_a_flooding_interpreter_is_cut_off(tmp_path):
+    flood = tmp_path / "python"
+    flood.write_text("#!/bin/sh\nexec yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n")
+    flood.chmod(0o755)
+    started = time.monotonic()
+    completed = run_cli("check", "--select", "python.packages", "--python", str(flood), "--timeout", "30",
+                        "--format", "json")
+    assert time.monotonic() - started < 20
+    result = json.loads(completed.stdout)["results"][0]
+    assert result["status"] == "error" and "printed more than 8 MiB" in result["message"], result

@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
 
 H200 = nvml_fixture("h200-driver580.json")
@@ -79,6 +81,26 @@ def test_options_from_the_environment():
     completed = run_cli("exec", "--nvml-fixture", H200, "--format", "json", "--", "true",
                         env={"PREFLIGHT_PROFILE": "node"})
     assert json.loads(completed.stderr)["profile"] == "node"
+
+
+@pytest.mark.parametrize("extra, problem", [
+    ("--warn-only true", "PREFLIGHT_ARGS holds 'true', which is not an option"),
+    ("--profile node -- /bin/true", "PREFLIGHT_ARGS holds '--', which is not an option"),
+    ("--ignore 'host.shm", "PREFLIGHT_ARGS=\"--ignore 'host.shm\" cannot be split into words: No closing quotation"),
+    ("--no-such-option", "PREFLIGHT_ARGS holds '--no-such-option', which is not an option of preflight exec"),
+    ("--profile", "PREFLIGHT_ARGS: --profile needs a value"),
+])
+def test_preflight_args_may_hold_options_only(tmp_path, extra, problem):
+    marker = tmp_path / "ran"
+    completed = run_cli("exec", "--profile", "node", "--nvml-fixture", H200, "--", "sh", "-c", "touch %s" % marker,
+                        env={"PREFLIGHT_ARGS": extra})
+    assert completed.returncode == 2, completed.stderr
+    assert problem in completed.stderr and "Traceback" not in completed.stderr
+    assert not marker.exists()  # neither the stray word nor the training command ran
+    # Option values that look like words are fine, and --opt=value too.
+    completed = run_cli("exec", "--nvml-fixture", H200, "--", "sh", "-c", "touch %s" % marker,
+                        env={"PREFLIGHT_ARGS": "--profile node --ignore=host --timeout 5 -q"})
+    assert completed.returncode == 0 and marker.exists(), completed.stderr
 
 
 def test_retry_until_a_late_gpu_appears(tmp_path):

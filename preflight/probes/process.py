@@ -1,16 +1,32 @@
-"""Run a helper command with a hard time limit that really holds.
+"""Run a helper command with a hard time limit and a cap on its output that really hold.
 
 ``subprocess.run(timeout=...)`` kills only the direct child and then waits for
-its pipes, which a grandchild can keep open forever. Here the command runs in
-its own process group and the whole group is killed when time is up.
+its pipes, which a grandchild can keep open forever; and it reads whatever the
+child prints, however much. Here the command runs in its own process group,
+its output is read up to ``limit`` bytes, and the whole group is killed when
+time is up or the output is too large.
+
+Every helper still running is also killed when preflight leaves, on every
+path (``kill_all``): at the deadline while a probe thread is abandoned, on
+SIGTERM/SIGINT, and before ``exec`` replaces preflight with the training
+command, so no helper outlives preflight or becomes the command's child.
 """
 
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
-from typing import List, Optional
+import threading
+import time
+from typing import Dict, List, Optional
+
+MAX_OUTPUT = 8 << 20  # bytes a helper may print (stdout and stderr together)
+
+_running: Dict[int, subprocess.Popen] = {}
+_lock = threading.Lock()
+_closed = False
 
 
 class CommandTimeout(Exception):
@@ -23,10 +39,12 @@ class CommandFailed(Exception):
     pass
 
 
-def run(argv: List[str], timeout: float, env: Optional[dict] = None) -> subprocess.CompletedProcess:
-    """Run ``argv``; CommandTimeout past ``timeout``, CommandFailed if it cannot start."""
+def run(argv: List[str], timeout: float, env: Optional[dict] = None,
+        limit: int = MAX_OUTPUT) -> subprocess.CompletedProcess:
+    """Run ``argv``; CommandTimeout past ``timeout``, CommandFailed if it cannot start or prints too much."""
     if timeout <= 0:
         raise CommandTimeout(0)
+    deadline = time.monotonic() + timeout
     try:
         child = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -34,17 +52,61 @@ def run(argv: List[str], timeout: float, env: Optional[dict] = None) -> subproce
         )
     except OSError as exc:
         raise CommandFailed("cannot run %s: %s" % (argv[0], exc.strerror or exc))
+    with _lock:
+        _running[child.pid] = child
+        closed = _closed
     try:
-        stdout, stderr = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(child)
+        if closed:  # preflight is leaving: no new helpers
+            raise CommandFailed("preflight is exiting")
+        stdout, stderr = _read(child, deadline, limit, argv[0], timeout)
         try:
-            child.communicate(timeout=1)
+            child.wait(max(0.05, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise CommandTimeout(timeout)  # closed its output but did not exit
+    finally:
+        _kill_group(child)  # also any grandchild it left behind
+        for stream in (child.stdout, child.stderr):
+            stream.close()
+        try:
+            child.wait(1)
         except subprocess.TimeoutExpired:
             pass
-        raise CommandTimeout(timeout)
+        with _lock:
+            _running.pop(child.pid, None)
     return subprocess.CompletedProcess(argv, child.returncode,
                                        stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
+
+
+def _read(child: subprocess.Popen, deadline: float, limit: int, name: str, timeout: float):
+    chunks = {child.stdout: [], child.stderr: []}
+    total = 0
+    with selectors.DefaultSelector() as selector:
+        for stream in chunks:
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CommandTimeout(timeout)
+            for key, _ in selector.select(left):
+                data = os.read(key.fileobj.fileno(), 65536)
+                if not data:
+                    selector.unregister(key.fileobj)
+                    continue
+                total += len(data)
+                if total > limit:
+                    raise CommandFailed("%s printed more than %d MiB; stopped it" % (name, limit >> 20))
+                chunks[key.fileobj].append(data)
+    return b"".join(chunks[child.stdout]), b"".join(chunks[child.stderr])
+
+
+def kill_all() -> None:
+    """Kill every helper's process group, and start no more: preflight is leaving."""
+    global _closed
+    with _lock:
+        _closed = True
+        children = list(_running.values())
+    for child in children:
+        _kill_group(child)
 
 
 def _kill_group(child: subprocess.Popen) -> None:
