@@ -39,6 +39,16 @@ def parse_bytes(text) -> int:
     return int(round(float(number) * _UNITS[unit.lower()]))
 
 
+def parse_size_threshold(text) -> int:
+    """A size a person wrote as a threshold: it must carry a unit (``24GB``), since ``24`` would mean 24 bytes."""
+    if isinstance(text, str) and _SIZE.match(text) and _SIZE.match(text).group(2):
+        return parse_bytes(text)
+    if text in (0, "0"):
+        return 0
+    raise ValueError("a size needs a unit, got %r: write it as 24GB (10^9 bytes), 24GiB (2^30 bytes), 512MiB or 1024B"
+                     % (text,))
+
+
 def uses_binary_units(text) -> bool:
     """True when a size was written in binary units (GiB, MiB, ...)."""
     return isinstance(text, str) and "i" in text.lower()
@@ -63,10 +73,16 @@ def format_gpu_memory(value: int) -> str:
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 
 
+MAX_DURATION = 7 * 86400.0
+
+
 def parse_duration(text) -> float:
-    """``"30s"``, ``"5m"``, ``"1h"``, ``"250ms"`` or plain seconds -> seconds."""
+    """``"30s"``, ``"5m"``, ``"1h"``, ``"250ms"`` or plain seconds -> seconds (at most a week)."""
     match = _DURATION.match(str(text))
     if not match:
         raise ValueError("expected a duration such as 30s, 5m or 1h, got %r" % (text,))
     number, unit = match.groups()
-    return float(number) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[unit]
+    seconds = float(number) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[unit]
+    if seconds > MAX_DURATION:
+        raise ValueError("%r is longer than a week; give a shorter duration" % (text,))
+    return seconds

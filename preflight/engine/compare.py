@@ -10,6 +10,7 @@ Two-tier thresholds: below ``min`` fails, below ``recommended`` warns.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -49,9 +50,12 @@ def _number(raw: Any) -> float:
     if isinstance(raw, bool):
         raise ValueError("expected a number, got %r" % (raw,))
     try:
-        return float(raw)
-    except (TypeError, ValueError):
+        number = float(raw)
+    except (TypeError, ValueError, OverflowError):
         raise ValueError("expected a number, got %r" % (raw,))
+    if math.isnan(number) or math.isinf(number):
+        raise ValueError("expected a finite number, got %r" % (raw,))
+    return number
 
 
 def _bool(raw: Any) -> bool:
@@ -194,7 +198,7 @@ class BytesComparison(_Threshold):
     name = "bytes"
     kinds = ("bytes",)
     summary = "compares sizes; thresholds take units: 12GB = 12*10^9 bytes, 16GiB = 16*2^30 bytes"
-    params = _threshold_params(units.parse_bytes)
+    params = _threshold_params(units.parse_size_threshold)
 
     def convert(self, value):
         return units.parse_bytes(value)
@@ -319,6 +323,7 @@ class ExcludesComparison(Comparison):
 
 # --- packages --------------------------------------------------------------------
 
+_IMPORT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*?)\s*$")
 
 
@@ -352,6 +357,9 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
             raise ValueError("%r: %r is not a version specifier" % (text, spec_text))
     info = known.get(name, {})
     import_name = info.get("import") or name.lower().replace("-", "_")
+    if not isinstance(import_name, str) or not _IMPORT_NAME.match(import_name):
+        raise ValueError("%r: the module to look for, %r, is not a Python module name (a.b.c); set packages.%s.import"
+                         % (text, import_name, name))
     dists = list(info.get("dists") or [name])
     pip = info.get("pip") or name + (spec_text or "")
     return PackageSpec(name, import_name, dists, pip, specifier)

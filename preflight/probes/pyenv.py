@@ -106,12 +106,32 @@ def _package(spec, index=None):
 
 
 def _importable(name):
+    """Whether ``import name`` would find a module, without importing anything.
+
+    ``importlib.util.find_spec("a.b")`` imports the package ``a`` first (and
+    runs its code); here each level is located on the search path of the one
+    above it instead. Names that are not dotted identifiers are never looked up.
+    """
+    import importlib.machinery
     import importlib.util
 
+    parts = name.split(".")
+    if not all(_identifier(part) for part in parts):
+        return False
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(parts[0])  # a top-level name is located, not run
+        for depth in range(1, len(parts)):
+            locations = spec.submodule_search_locations if spec is not None else None
+            if not locations:
+                return False
+            spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:depth + 1]), list(locations))
+        return spec is not None
     except (ImportError, ValueError, AttributeError):
         return False
+
+
+def _identifier(word):
+    return bool(word) and word.isidentifier() and all(ord(c) < 128 for c in word)
 
 
 def _metadata_version(name):
