@@ -6,7 +6,9 @@ import gzip
 import io
 import json
 import subprocess
+import re
 import sys
+import time
 
 import pytest
 
@@ -353,3 +355,54 @@ def test_bad_failure_entries_exit_2(tmp_path, entry, problem):
 def test_readme_documents_diagnose_with_a_worked_example():
     readme = (REPO / "README.md").read_text()
     assert "preflight diagnose" in readme and "## Diagnose a failed run" in readme
+
+
+# --- no log can make diagnose slow --------------------------------------------------------------
+
+def _adversarial_inputs(pattern, size=1 << 20):
+    """1 MB strings built to make a backtracking regex slow: the anchor repeated, alone and with the text
+    each part of the regex accepts; the regex's literal prefix repeated; a long run after one anchor."""
+    anchor = pattern.anchor
+    prefix = re.match(r"[A-Za-z0-9 _'<-]*", pattern.regex.pattern if pattern.regex else anchor).group(0) or anchor
+    fills = ["a", "1", " ", "1.", "sm_1 ", "x" * 50 + " ", ", 1", "'", "_"]
+    yield (anchor * (size // len(anchor) + 1))[:size]
+    yield (prefix * (size // max(1, len(prefix)) + 1))[:size]
+    for fill in fills:
+        yield anchor + fill * (size // len(fill))
+        unit = anchor + fill * 20
+        yield (unit * (size // len(unit) + 1))[:size]
+
+
+PATTERNS = [(f.id, p) for f in FAILURES for p in f.patterns]
+
+
+@pytest.mark.parametrize("failure_id, pattern", PATTERNS, ids=["%s:%d" % (i, n) for n, (i, _) in enumerate(PATTERNS)])
+def test_every_catalog_pattern_runs_in_linear_time_on_adversarial_input(failure_id, pattern):
+    # A linear pattern matches 1 MB in milliseconds; a quadratic one needs minutes. The bound is generous.
+    for text in _adversarial_inputs(pattern):
+        started = time.perf_counter()
+        pattern.match(text)
+        assert time.perf_counter() - started < 2.0, (failure_id, pattern.regex.pattern if pattern.regex else "", text[:80])
+
+
+def test_a_long_line_with_a_repeated_anchor_and_error_words_is_scanned_quickly():
+    line = ("No labels in " * 80000) + "".join("x" * 255 + "Error " for _ in range(1000))
+    started = time.perf_counter()
+    ids, result = found_ids(line + "\n" + "A" * (256 << 10) + "\n")
+    assert time.perf_counter() - started < 10.0
+    assert result.lines == 2
+
+
+def test_unsafe_regexes_in_rule_files_are_refused(tmp_path):
+    rules = tmp_path / "x.toml"
+    rules.write_text('[[failure]]\nid = "site.slow"\ntitle = "slow"\npatterns = [{ anchor = "boom", regex = "boom (a+)+$" }]\n'
+                     'cause = "x"\nfix = { title = "y" }\n')
+    completed = run_cli("diagnose", "--list", "--rules", str(rules))
+    assert completed.returncode == 2 and "nested repetition" in completed.stderr
+    rules.write_text('[[rule]]\nid = "site.driver"\ntitle = "driver"\nfact = "nvml.driver_version"\n'
+                     'compare = "pattern"\npattern = "^(\\\\d+\\\\.?)+$"\nprofiles = ["node"]\n')
+    started = time.monotonic()
+    completed = run_cli("check", "--rules", str(rules), "--profile", "node", "--nvml-fixture",
+                        nvml_fixture("h200-driver580.json"))
+    assert completed.returncode == 2 and "can take exponential time" in completed.stderr, completed.stderr
+    assert time.monotonic() - started < 10

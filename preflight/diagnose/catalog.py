@@ -141,8 +141,13 @@ def _pattern(entry: EntryReader, raw: Any, index: int) -> Pattern:
         raise entry.error("%s: 'regex' must be a string" % where)
     try:
         compiled = re.compile(regex)
-    except re.error as exc:
+    except (re.error, RecursionError, OverflowError) as exc:
         raise entry.error("%s: %r is not a valid regular expression: %s" % (where, regex, exc))
+    from preflight.engine.regex_safety import problem
+
+    unsafe = problem(regex)
+    if unsafe:
+        raise entry.error("%s: %r: %s" % (where, regex, unsafe))
     bad = [name for name in compiled.groupindex if not re.match(r"^[a-z][a-z0-9_]*$", name)]
     if bad:
         raise entry.error("%s: group names must be lowercase words: %s" % (where, ", ".join(bad)))

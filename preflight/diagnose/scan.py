@@ -26,8 +26,10 @@ MAX_LINE = 64 << 10     # longer lines are only looked at around a match
 WINDOW = 2000           # bytes of context kept either side of a match in a huge line
 EXCERPT = 400           # characters of a matching line shown to the user
 TAIL_BYTES = 256 << 10
+TAIL_LINE = 4096        # bytes of one tail line looked at for error words
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
-_ERRORISH = re.compile(r"Traceback|[A-Za-z]*Error\b|Exception|\bFAILED\b|\bfailed\b|\bFatal\b|\bfatal\b|\bKilled\b|"
+# "Error\b" finds the same lines as "[A-Za-z]*Error\b" in linear time (the prefix could be empty anyway).
+_ERRORISH = re.compile(r"Traceback|Error\b|Exception|\bFAILED\b|\bfailed\b|\bFatal\b|\bfatal\b|\bKilled\b|"
                        r"Segmentation fault|core dumped|\bERROR\b|\berror:")
 
 
@@ -67,7 +69,7 @@ class ScanResult:
         """The last error-looking lines of the log, with their line numbers."""
         found: List[Tuple[int, str]] = []
         for offset, raw in enumerate(self.tail.split(b"\n")):
-            text = clean(raw)
+            text = clean(raw[-TAIL_LINE:])  # the end of a huge line is what matters, and costs little
             if text.strip() and _ERRORISH.search(text):
                 found.append((self.tail_first_line + offset, _shorten(text.strip())))
         return found[-most:]
@@ -144,7 +146,11 @@ class Scanner:
             if stop - start > MAX_LINE:
                 start = max(start, found.start() - WINDOW)
                 stop = min(stop, found.end() + WINDOW)
-                position = found.end()
+                # Anchors up to WINDOW/2 before this window's end are covered by it (a match longer
+                # than that is not expected); the next search starts there, so windows advance by at
+                # least WINDOW/2 and each byte is looked at a few times at most, however often the
+                # anchor repeats.
+                position = max(found.end(), stop - WINDOW // 2)
             else:
                 position = stop + 1
             self._match_line(buffer[start:stop], line, result)

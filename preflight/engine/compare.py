@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from preflight import units
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
+MAX_PATTERN_TEXT = 4096  # characters of a fact a 'pattern' rule looks at
 
 
 class Verdict:
@@ -78,9 +79,15 @@ def _regex(raw: Any) -> "re.Pattern[str]":
     if not isinstance(raw, str):
         raise ValueError("expected a regular expression string, got %r" % (raw,))
     try:
-        return re.compile(raw)
-    except re.error as exc:
+        compiled = re.compile(raw)
+    except (re.error, RecursionError, OverflowError) as exc:
         raise ValueError("%r is not a valid regular expression: %s" % (raw, exc))
+    from preflight.engine.regex_safety import problem
+
+    unsafe = problem(raw)
+    if unsafe:
+        raise ValueError("%r: %s" % (raw, unsafe))
+    return compiled
 
 
 def value_text(raw: Any) -> str:
@@ -273,7 +280,9 @@ class PatternComparison(Comparison):
         if value is None:
             return Verdict(FAIL, "not available")
         text = value_text(value)
-        return Verdict(PASS if params["pattern"].search(text) else FAIL, labels.get(text, text))
+        # Facts are short; a long one (a hostile snapshot) is cut so that no pattern can run long on it.
+        matched = params["pattern"].search(text[:MAX_PATTERN_TEXT])
+        return Verdict(PASS if matched else FAIL, labels.get(text, text))
 
     def expected(self, params, texts):
         return "matches /%s/" % texts["pattern"]
