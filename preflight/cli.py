@@ -258,7 +258,7 @@ def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, co
     if facts_file and no_facts:
         raise click.UsageError("--facts and --no-facts contradict each other: give one")
     if log is None:
-        if sys.stdin.isatty():
+        if sys.stdin is not None and sys.stdin.isatty():
             raise click.UsageError("give a log file, or pipe one in: preflight diagnose train.log / ... | preflight diagnose -")
         log = "-"
     options = commands.DiagnoseOptions(use_facts=not no_facts, profile=profile, rules_paths=list(rules_paths),

@@ -16,6 +16,9 @@ from preflight.facts import collect, snapshot as snapshot_file
 from preflight.report import Report
 
 
+MAX_TIMEOUT = 3600
+
+
 class WorkloadOptions:
     """A workload to size: --workload, --task, --batch, --img, --fp32/--half."""
 
@@ -39,8 +42,9 @@ class CheckOptions:
                  workload: Optional["WorkloadOptions"] = None) -> None:
         if profile not in PROFILES:
             raise PreflightError("unknown profile %r" % profile, "profiles: %s" % ", ".join(PROFILES))
-        if not timeout > 0:
-            raise PreflightError("--timeout must be more than 0 seconds, got %s" % timeout)
+        if not 0 < timeout <= MAX_TIMEOUT:  # also refuses NaN
+            raise PreflightError("--timeout must be more than 0 and at most %d seconds, got %s" % (MAX_TIMEOUT, timeout),
+                                 "probing takes well under a second; --timeout 10 is the default")
         if facts_file and (python or nvml_fixture):
             given = "--python" if python else "--nvml-fixture (or PREFLIGHT_NVML_FIXTURE)"
             raise PreflightError("--facts evaluates a saved snapshot without probing; %s has nothing to probe" % given,
@@ -154,15 +158,24 @@ def open_log(path: str):
 
     hint = "give the path of a training log, or '-' to read standard input"
     if path == "-":
-        return sys.stdin.buffer
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise PreflightError("standard input is closed: there is no log to read", hint)
+        return stream
     if os.path.isdir(path):
         raise PreflightError("%s is a folder, not a log file" % path, hint)
     try:
         if path.endswith(".gz"):
             import gzip
+            import zlib
 
             stream = gzip.open(path, "rb")
-            stream.peek(1)  # fail now, not half-way, on a file that is not gzip
+            try:
+                stream.peek(1)  # fail now, not half-way, on a file that is not gzip
+            except (OSError, EOFError, zlib.error) as exc:
+                stream.close()
+                raise PreflightError("%s: not a complete gzip file (%s)" % (path, exc or type(exc).__name__),
+                                     "decompress what there is with: zcat %s > log.txt" % path)
             return stream
         return open(path, "rb")
     except FileNotFoundError:
@@ -184,8 +197,12 @@ def diagnose(path: str, options: DiagnoseOptions, warn=None):
     stream = open_log(path)
     try:
         result = scan(stream, list(ruleset.failures.values()))
-    except (OSError, EOFError, zlib.error) as exc:  # a read error, or a damaged or truncated .gz
-        raise PreflightError("%s: reading failed: %s" % (path, exc), "is the file complete and readable?")
+    except (EOFError, zlib.error) as exc:  # a damaged or truncated .gz
+        raise PreflightError("%s: not a complete gzip file (%s)" % (path, exc or type(exc).__name__),
+                             "decompress what there is with: zcat %s > log.txt" % path)
+    except OSError as exc:  # a read error, or a damaged .gz
+        problem = "not a complete gzip file" if path.endswith(".gz") else "reading failed"
+        raise PreflightError("%s: %s: %s" % (path, problem, exc), "is the file complete and readable?")
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()

@@ -40,13 +40,16 @@ def parse_bytes(text) -> int:
 
 
 def parse_size_threshold(text) -> int:
-    """A size a person wrote as a threshold: it must carry a unit (``24GB``), since ``24`` would mean 24 bytes."""
-    if isinstance(text, str) and _SIZE.match(text) and _SIZE.match(text).group(2):
+    """A size a person wrote as a threshold: a number needs a unit (``24GB``), since ``24`` would mean 24 bytes."""
+    match = _SIZE.match(text) if isinstance(text, str) else None
+    if match and match.group(2):
         return parse_bytes(text)
     if text in (0, "0"):
         return 0
-    raise ValueError("a size needs a unit, got %r: write it as 24GB (10^9 bytes), 24GiB (2^30 bytes), 512MiB or 1024B"
-                     % (text,))
+    if match or (isinstance(text, (int, float)) and not isinstance(text, bool)):
+        raise ValueError("a size needs a unit, got %r: write it as 24GB (10^9 bytes), 24GiB (2^30 bytes), 512MiB "
+                         "or 1024B" % (text,))
+    return parse_bytes(text)  # raises with the forms it accepts
 
 
 def uses_binary_units(text) -> bool:

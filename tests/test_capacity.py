@@ -157,7 +157,7 @@ def test_without_a_workload_the_rule_is_skipped():
     (["--workload", "yolov9-x"], "unknown workload 'yolov9-x'"),
     (["--workload", "yolov9-c", "--batch", "0"], "--batch must be 1 or more, got 0"),
     (["--workload", "yolov9-c", "--batch", "-1"], "YOLOv9 picks the batch itself"),
-    (["--workload", "yolov9-c", "--img", "-640"], "--img must be a positive number of pixels"),
+    (["--workload", "yolov9-c", "--img", "-640"], "--img must be from 32 to 16384 pixels, got -640"),
     (["--workload", "yolov9-c", "--half"], "--half is for inference"),
     (["--workload", "yolov9-c", "--task", "inference", "--fp32"], "--fp32 is for training"),
     (["--batch", "16"], "--batch only mean something with --workload"),

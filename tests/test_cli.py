@@ -162,8 +162,21 @@ def test_facts_round_trip(tmp_path):
     ('{"schema": "preflight.facts/0", "probes": {}}', "'schema' is 'preflight.facts/0'"),
     ('{"schema": "preflight.facts/1"}', "'probes' must be an object"),
     ('{"schema": "preflight.facts/1", "probes": {}, "nvml": {"init": {}, "gpus": [{"name": "x"}]}}',
-     "every entry of nvml.gpus must be an object with an integer 'index'"),
-    ('{"schema": "preflight.facts/1", "probes": {}, "host": []}', "'host' must be an object or null"),
+     "nvml.init: 'status' is missing"),
+    ('{"schema": "preflight.facts/1", "probes": {}, "nvml": {"init": {"status": "ok"}, "gpus": [{"name": "x"}]}}',
+     "nvml.gpus[0]: 'index' is missing"),
+    ('{"schema": "preflight.facts/1", "probes": {}, "host": []}', "host: expected an object, found a list"),
+    ('{"schema": "preflight.facts/1", "probes": {}, "nvml": {"init": {"status": "ok"}, "device_count": NaN}}',
+     "NaN is not a number JSON allows"),
+    ('{"schema": "preflight.facts/1", "probes": {}, "host": {"memory": {"total": 1e400}}}',
+     "host.memory.total: expected a whole number"),
+    ('{"schema": "preflight.facts/1", "probes": {}, "host": {"memory": {"total": %d}}}' % 10 ** 400,
+     "host.memory.total: the number 1000000000000000000000000000000000000... is too large"),
+    ('{"schema": "preflight.facts/1", "probes": {}, "visibility": {"visible": null}}',
+     "visibility.visible: expected a list, found null"),
+    ('{"schema": "preflight.facts/1", "probes": {}, "python": {"packages": {"torch": {"version": 2}}}}',
+     "python.packages.torch.version: expected a string, found the number 2"),
+    ("[" * 100000 + "]" * 100000, "nested too deeply"),
 ])
 def test_corrupt_facts_files_exit_2(tmp_path, content, problem):
     path = tmp_path / "facts.json"

@@ -96,3 +96,147 @@ def test_rule_files_need_a_unit_on_sizes(tmp_path):
     completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--rules", rules)
     assert completed.returncode == 2 and "a size needs a unit, got 24" in completed.stderr, completed.stderr
     assert run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--set", "gpu.memory.min=0").returncode == 0
+
+
+# --- unbounded work from options -----------------------------------------------------------------
+
+@pytest.mark.parametrize("args, problem", [
+    (["--batch", "10000000000"], "--batch 10000000000 is more than 1000000 images"),
+    (["--img", "99999999999"], "--img must be from 32 to 16384 pixels"),
+    (["--img", "8"], "--img must be from 32 to 16384 pixels"),
+])
+def test_workload_options_are_bounded(args, problem):
+    for command in (["check", "--nvml-fixture", H200], ["plan", "--nvml-fixture", H200]):
+        completed = run_cli(*command, "--workload", "yolov9-c", *args)
+        assert completed.returncode == 2 and problem in completed.stderr, completed.stderr
+
+
+def test_the_largest_batch_still_answers_arithmetically():
+    report = json.loads(run_cli("check", "--nvml-fixture", H200, "--select", "gpu.memory.workload", "--workload",
+                                "yolov9-c", "--batch", "1000000", "--img", "16384", "--format", "json").stdout)
+    result = report["results"][0]
+    assert result["status"] == "fail"
+    # No torchrun suggestion over thousands of GPUs, and no device list of that length.
+    assert not any("torchrun" in command for command in result["fix"]["commands"])
+
+
+# --- odd values that used to end in "internal error" ------------------------------------------
+
+@pytest.mark.parametrize("value", ["inf", "1e300", "nan", "-1", "3601"])
+def test_timeout_must_be_a_sensible_number_of_seconds(value):
+    completed = run_cli("check", "--timeout", value, "--nvml-fixture", H200)
+    assert completed.returncode == 2 and "--timeout must be more than 0 and at most 3600 seconds" in completed.stderr
+
+
+def test_unicode_digits_in_cuda_visible_devices_name_no_gpu():
+    report = json.loads(run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--select", "gpu.count",
+                                "--format", "json", env={"CUDA_VISIBLE_DEVICES": "\u00b2"}).stdout)
+    assert report["results"][0]["status"] == "fail" and "0 GPU(s) visible" in report["results"][0]["message"]
+
+
+def test_an_empty_command_name_is_not_found():
+    completed = run_cli("exec", "--profile", "node", "--nvml-fixture", H200, "--", "")
+    assert completed.returncode == 127 and "empty command name" in completed.stderr
+
+
+@pytest.mark.parametrize("argv", [["check", "--facts", "-"], ["diagnose", "-"], ["diagnose"]])
+def test_a_closed_standard_input_is_a_clear_error(argv):
+    import subprocess
+    import sys
+
+    from conftest import NEUTRAL_CWD, clean_env
+
+    completed = subprocess.run("exec <&-; exec %s -m preflight %s" % (sys.executable, " ".join(argv)), shell=True,
+                               capture_output=True, text=True, env=clean_env(), cwd=NEUTRAL_CWD)
+    assert completed.returncode in (0, 2) and "Traceback" not in completed.stderr, completed.stderr
+    if argv != ["diagnose"]:
+        assert completed.returncode == 2 and "standard input is closed" in completed.stderr
+
+
+@pytest.mark.parametrize("text", ["a = " + "[" * 5000 + "]" * 5000, "[a]\n" + "b = {c = " * 3000 + "1" + "}" * 3000])
+def test_deeply_nested_rule_files_exit_2(tmp_path, text):
+    completed = run_cli("check", "--rules", _rule_file(tmp_path, text), "--nvml-fixture", H200)
+    assert completed.returncode == 2 and "Traceback" not in completed.stderr, completed.stderr
+
+
+def test_empty_profiles_is_an_error(tmp_path):
+    rules = _rule_file(tmp_path, '[[rule]]\nid = "site.x"\ntitle = "x"\nfact = "visibility.count"\n'
+                                 'compare = "number"\nmin = 1\nprofiles = []\n')
+    completed = run_cli("rules", "--rules", rules)
+    assert completed.returncode == 2 and "'profiles' is empty, so the rule would never run" in completed.stderr
+
+
+# --- non-regular and oversized inputs -------------------------------------------------------------
+
+def test_a_fifo_in_a_rules_folder_does_not_block(tmp_path):
+    import os
+
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    os.mkfifo(str(folder / "x.toml"))
+    completed = run_cli("check", "--rules", str(folder), "--nvml-fixture", H200, timeout=30)
+    assert completed.returncode == 2 and "not a regular file" in completed.stderr
+
+
+@pytest.mark.parametrize("option", ["--facts", "--nvml-fixture"])
+def test_device_files_are_not_read_as_input(option):
+    completed = run_cli("check", option, "/dev/zero", timeout=30)
+    assert completed.returncode == 2 and "not a regular file" in completed.stderr
+
+
+def test_oversized_facts_file_is_refused(tmp_path):
+    big = tmp_path / "facts.json"
+    with open(str(big), "wb") as out:
+        out.truncate(65 << 20)  # sparse: 65 MiB on paper
+    completed = run_cli("check", "--facts", str(big))
+    assert completed.returncode == 2 and "more than the 64 MiB" in completed.stderr
+
+
+def test_a_malformed_system_outcome_in_an_nvml_fixture_is_the_files_fault(tmp_path):
+    from conftest import write_fixture
+
+    def spoil(data):
+        data["system"]["nvmlSystemGetDriverVersion"] = "580.95.05"  # not {"ok": ...}
+
+    fixture = write_fixture(tmp_path, "h200-driver580.json", spoil)
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", fixture)
+    assert completed.returncode == 2
+    assert "system.nvmlSystemGetDriverVersion: an outcome must be" in completed.stderr
+
+
+# --- answers from helpers and the cache -----------------------------------------------------------
+
+@pytest.mark.parametrize("answer, problem", [
+    ('{"version": 3}', "version: expected a string, found the number 3"),
+    ('{"packages": null}', "packages: expected an object, found null"),
+    ('[1, 2]', "expected an object"),
+    ('{"version": NaN}', "not the probe's answer"),
+])
+def test_a_python_that_answers_in_the_wrong_shape_is_an_unknown_not_a_crash(tmp_path, answer, problem):
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho '%s'\n" % answer)
+    python.chmod(0o755)
+    completed = run_cli("check", "--select", "python.packages", "--python", str(python), "--format", "json")
+    assert completed.returncode == 1, completed.stderr
+    result = json.loads(completed.stdout)["results"][0]
+    assert result["status"] == "error" and problem in result["message"], result["message"]
+
+
+def test_a_bad_torch_arch_cache_entry_is_a_miss_and_is_rewritten(tmp_path, fake_env):
+    env = fake_env()
+    env.add_torch(arch_flags="sm_80 sm_90")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    run = lambda: run_cli("check", "--python", env.python, "--select", "torch.arch", "--format", "json",  # noqa: E731
+                          "--nvml-fixture", H200, env={"PREFLIGHT_CACHE_DIR": str(cache)})
+    first = run()
+    assert first.returncode in (0, 1), first.stderr
+    path = cache / "torch-arch-flags.json"
+    entries = json.loads(path.read_text())
+    key = next(iter(entries))
+    for bad in ({key: [1, None]}, {key: "sm_90"}, [key], {key: {"x": 1}}):
+        path.write_text(json.dumps(bad))
+        again = run()
+        assert again.returncode == first.returncode, again.stderr
+        assert json.loads(again.stdout)["results"][0]["status"] == json.loads(first.stdout)["results"][0]["status"]
+        assert json.loads(path.read_text()) == {key: ["sm_80", "sm_90"]}  # rewritten whole

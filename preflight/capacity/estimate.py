@@ -47,8 +47,12 @@ def make_request(workloads: Dict[str, Workload], workload_id: str, task: str, pr
         hint = ("with --batch-size -1 YOLOv9 picks the batch itself; preflight plan shows the largest batch that fits"
                 if batch == -1 else "give the batch size the run will use, 1 or more")
         raise PreflightError("--batch must be 1 or more, got %d" % batch, hint)
-    if imgsz < 1:
-        raise PreflightError("--img must be a positive number of pixels, got %d" % imgsz, "for example --img 640")
+    if batch is not None and batch > MAX_BATCH:
+        raise PreflightError("--batch %d is more than %d images; no GPU holds that" % (batch, MAX_BATCH),
+                             "give the batch size the run will use")
+    if not IMG_STRIDE <= imgsz <= MAX_IMGSZ:
+        raise PreflightError("--img must be from %d to %d pixels, got %d" % (IMG_STRIDE, MAX_IMGSZ, imgsz),
+                             "for example --img 640")
     estimate = workload.estimates.get((task, precision))
     if estimate is None:
         raise PreflightError("workload '%s' has no estimate for %s in %s" % (workload_id, task,
@@ -72,6 +76,11 @@ def make_request(workloads: Dict[str, Workload], workload_id: str, task: str, pr
         "margin": workload.margin, "reference_imgsz": workload.reference_imgsz, "measured_on": workload.measured_on,
         "notes": notes,
     }
+
+
+MAX_BATCH = 1_000_000   # images in one batch; far beyond any GPU, small enough to compute with
+MAX_IMGSZ = 16384       # pixels; YOLOv9 trains at 640 and infers up to a few thousand
+MAX_SPREAD = 64         # GPUs one torchrun command is suggested over
 
 
 def per_gpu_batch(batch: int, gpus: int) -> int:
@@ -100,12 +109,15 @@ def max_batch(request: Dict[str, Any], available: int, imgsz: Optional[int] = No
 
 def largest_imgsz(request: Dict[str, Any], batch: int, available: int) -> Optional[int]:
     """The largest image size (a multiple of 32, at most the requested one) at which ``batch`` fits."""
-    size = request["imgsz"]
-    while size >= IMG_STRIDE:
-        if required_bytes(request, batch, size) <= available:
-            return size
+    room = available / (1 + request["margin"]) - request["fixed_bytes"]
+    if room <= 0 or batch < 1:
+        return None
+    # Solve fixed + per_image * batch * (size / reference)^2 <= room for size, then check the edge.
+    size = request["reference_imgsz"] * math.sqrt(room / (request["per_image_bytes"] * batch))
+    size = min(request["imgsz"], int(size // IMG_STRIDE) * IMG_STRIDE)
+    while size >= IMG_STRIDE and required_bytes(request, batch, size) > available:  # rounding: a step or two
         size -= IMG_STRIDE
-    return None
+    return size if size >= IMG_STRIDE else None
 
 
 def gpus_needed(request: Dict[str, Any], batch: int, available: int, most: int = 64) -> Optional[int]:

@@ -108,7 +108,7 @@ def _this_machine(request, batch: int, required: int, rule, snapshot):
         for index in visible:
             gpu = facts.gpu(index)
             memory = gpu.get("memory") or {}
-            if gpu.get("lost") or memory.get("free") is None:
+            if gpu.get("lost") or memory.get("free") is None or memory.get("total") is None:
                 continue
             free = memory["free"]
             rows.append(Row(gpu.get("name") or "GPU %d" % index, "this machine", "gpu%d" % index, memory["total"], free,

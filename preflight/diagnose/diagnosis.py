@@ -118,6 +118,13 @@ def _text(value: Any, kind: str) -> Optional[str]:
     return str(value)
 
 
+def _gpu_or_none(facts: Facts, index: int) -> Optional[Dict[str, Any]]:
+    try:
+        return facts.gpu(index)
+    except Unknown:
+        return None
+
+
 def _fact_values(failure: Failure, facts: Facts, cuda_device: Optional[str]) -> List[Dict[str, Any]]:
     """One set of values for the system, or one per GPU the failure concerns."""
     system: Dict[str, Any] = {}
@@ -130,8 +137,10 @@ def _fact_values(failure: Failure, facts: Facts, cuda_device: Optional[str]) -> 
         visible = [visible[int(cuda_device)]]  # the log names a CUDA index: the visible GPU at that position
     for path in failure.facts:
         fact = FACTS[path]
-        subjects = [(i, facts.gpu(i)) for i in visible] if fact.per_gpu else [(None, None)]
+        subjects = [(i, _gpu_or_none(facts, i)) for i in visible] if fact.per_gpu else [(None, None)]
         for index, gpu in subjects:
+            if index is not None and gpu is None:
+                continue
             try:
                 value, details = fact.read(facts, gpu)
             except Unknown:

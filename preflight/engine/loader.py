@@ -140,20 +140,26 @@ def _add_entries(ruleset: RuleSet, parsed, kind: str, into: Dict[str, Any], buil
                 into[entry.id] = entry
 
 
+RULE_FILE_LIMIT = 16 << 20
+
+
 def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:
         import tomli as tomllib
+    from preflight import input_files
+
+    def error(message: str, hint: str = "") -> RuleFileError:
+        return RuleFileError(path, message[len(path):].lstrip(": ") or message, hint=hint)
+
+    text = input_files.read_text(path, path, error, limit=RULE_FILE_LIMIT)
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as exc:
-        raise RuleFileError(path, "cannot read it: %s" % (exc.strerror or exc))
-    except UnicodeDecodeError as exc:
-        raise RuleFileError(path, "not UTF-8 text: %s" % exc)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RuleFileError(path, "not valid TOML: %s" % exc)
+    except RecursionError:
+        raise RuleFileError(path, "nested too deeply to be a rule file")
     for key in data:
         if key not in _TOP_LEVEL:
             ruleset.warnings.append("%s: unknown top-level key '%s' (ignored; write [[rule]], [[fix]] or [[failure]])"
@@ -193,6 +199,10 @@ def _build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
     severity = entry.string("severity", default="error")
     if severity not in SEVERITIES:
         raise entry.error("severity %r is not one of %s" % (severity, ", ".join(SEVERITIES)))
+    if "profiles" in raw and raw["profiles"] == []:
+        raise entry.error("'profiles' is empty, so the rule would never run",
+                          hint="list the profiles it belongs to (%s), or leave 'profiles' out for all of them"
+                          % ", ".join(PROFILES))
     profiles = tuple(entry.string_list("profiles") or PROFILES)
     for profile in profiles:
         if profile not in PROFILES:

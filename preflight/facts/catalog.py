@@ -276,6 +276,8 @@ def _workload_fit(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
     else:
         value = "%s_too_big%s" % (request["task"], "" if most else "_at_batch_1")
     needed = int(math.ceil(request["batch"] / most)) if most else None  # GPUs like this one for the whole batch
+    if needed is not None and needed > estimate.MAX_SPREAD:
+        needed = None  # no single torchrun command spreads that far: the fix leaves the suggestion out
     smaller = estimate.largest_imgsz(request, batch, free)
     smallest_run = estimate.largest_imgsz(request, 1, free)
     details = _gpu_memory("free")(facts, gpu)[1]

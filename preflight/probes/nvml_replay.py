@@ -15,7 +15,6 @@ raises Uninitialized.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, List
 
 from preflight.errors import FixtureError
@@ -121,18 +120,24 @@ class ReplayBinding:
         return self._answer(outcome)
 
 
+def _outcome_problem(outcome: Any):
+    """What is wrong with one recorded call outcome, or None."""
+    if not isinstance(outcome, dict) or ("ok" in outcome) == ("err" in outcome):
+        return "an outcome must be {\"ok\": value} or {\"err\": \"NVMLError_...\", \"code\": N}"
+    if "err" in outcome and not (isinstance(outcome["err"], str) and outcome["err"].startswith("NVMLError")):
+        return "'err' must name an NVML error class (NVMLError_...), found %r" % (outcome["err"],)
+    code = outcome.get("code")
+    if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+        return "'code' must be a whole number, found %r" % (code,)
+    return None
+
+
 def load_fixture(path: str) -> Dict[str, Any]:
     """Read and validate a fixture file; FixtureError (exit 2) says what is wrong."""
     hint = "an NVML fixture is a JSON recording in the nvml-fixture/1 format: format, init, system, devices (README: Replaying a machine)"
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        raise FixtureError("NVML fixture %s: no such file" % path, hint)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FixtureError("NVML fixture %s: cannot read it: %s" % (path, exc), hint)
-    except ValueError as exc:
-        raise FixtureError("NVML fixture %s: not valid JSON: %s" % (path, exc), hint)
+    from preflight import input_files
+
+    data = input_files.load_json(path, "NVML fixture %s" % path, FixtureError, hint)
     problems = []
     if not isinstance(data, dict):
         raise FixtureError("NVML fixture %s: the top level must be a JSON object" % path, hint)
@@ -141,16 +146,21 @@ def load_fixture(path: str) -> Dict[str, Any]:
     init = data.get("init")
     if not (isinstance(init, dict) and ("ok" in init or "err" in init)):
         problems.append("'init' must be {\"ok\": null} or {\"err\": \"NVMLError_...\", \"code\": N}")
-    if not isinstance(data.get("system", {}), dict):
+    if isinstance(init, dict) and _outcome_problem(init):
+        problems.append("'init': %s" % _outcome_problem(init))
+    system = data.get("system", {})
+    if not isinstance(system, dict):
         problems.append("'system' must be an object of call outcomes")
+    else:
+        problems.extend("system.%s: %s" % (key, _outcome_problem(outcome)) for key, outcome in system.items()
+                        if _outcome_problem(outcome))
     devices = data.get("devices", [])
     if not (isinstance(devices, list) and all(isinstance(d, dict) for d in devices)):
         problems.append("'devices' must be a list of objects of call outcomes")
     else:
         for index, device in enumerate(devices):
-            for key, outcome in device.items():
-                if not (isinstance(outcome, dict) and ("ok" in outcome or "err" in outcome)):
-                    problems.append("devices[%d].%s: an outcome must be {\"ok\": value} or {\"err\": name, \"code\": N}" % (index, key))
+            problems.extend("devices[%d].%s: %s" % (index, key, _outcome_problem(outcome))
+                            for key, outcome in device.items() if _outcome_problem(outcome))
     if problems:
         raise FixtureError("NVML fixture %s: %s" % (path, "; ".join(problems[:5])), hint)
     return data

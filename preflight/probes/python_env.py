@@ -41,7 +41,15 @@ def probe(packages: List[Dict[str, Any]], python: Optional[str] = None, timeout:
     if completed.returncode != 0 or not lines:
         detail = (completed.stderr.strip().splitlines() or ["exit status %d" % completed.returncode])[-1]
         raise ProbeError("%s could not run the environment probe (is it Python 3.6 or newer?): %s" % (python, detail))
+    from preflight.facts import shape
+    from preflight.input_files import parse_json
+
     try:
-        return json.loads(lines[-1])
-    except ValueError:
+        answer = parse_json(lines[-1], "the answer", PreflightError)
+    except PreflightError:
         raise ProbeError("%s printed something that is not the probe's answer: %r" % (python, lines[-1][:200]))
+    problem = shape.problems(answer, shape.PYTHON) if isinstance(answer, dict) else "expected an object"
+    if problem:
+        raise ProbeError("%s answered in the wrong shape (%s): is it a Python that runs preflight's probe script?"
+                         % (python, problem))
+    return answer

@@ -42,7 +42,7 @@ def probe(torch_facts: Dict[str, Any], python: str, timeout: float, use_cache: b
     key = cache_key(torch_facts)
     path = os.path.join(cache_dir(), "torch-arch-flags.json")
     cache = _read_cache(path) if use_cache else {}
-    if key and key in cache and isinstance(cache[key], list):
+    if key and _valid_flags(cache.get(key)):
         return {"flags": cache[key], "source": "cache"}
     flags = _ask_torch(python, timeout)
     if use_cache and key:
@@ -65,13 +65,23 @@ def _ask_torch(python: str, timeout: float) -> List[str]:
     return lines[-1].split()
 
 
+def _valid_flags(flags: Any) -> bool:
+    return isinstance(flags, list) and all(isinstance(flag, str) and len(flag) < 64 for flag in flags) \
+        and len(flags) < 256
+
+
 def _read_cache(path: str) -> Dict[str, Any]:
+    """The cache; a damaged file or entry is a miss (and is rewritten after the next probe)."""
+    from preflight.errors import PreflightError
+    from preflight.input_files import load_json
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+        data = load_json(path, "cache", PreflightError, limit=4 << 20)
+    except (PreflightError, RecursionError):
         return {}  # no cache yet, or a damaged one: probe again
+    if not isinstance(data, dict):
+        return {}
+    return {key: flags for key, flags in data.items() if _valid_flags(flags)}
 
 
 def _write_cache(path: str, data: Dict[str, Any]) -> None:

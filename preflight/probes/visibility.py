@@ -80,7 +80,7 @@ def _finish(result: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _match(entry: str, ordered: List[Dict[str, Any]], result: Dict[str, Any], notes: List[str]) -> Optional[int]:
-    if entry.isdigit():
+    if entry.isascii() and entry.isdigit():  # CUDA reads ASCII digits only: "²" names no device
         position = int(entry)
         return ordered[position]["index"] if position < len(ordered) else None
     upper = entry.upper()

@@ -1,0 +1,182 @@
+"""The shape of a facts snapshot: every key the code reads, with its type.
+
+A snapshot comes from a file (``check --facts``), another interpreter
+(``--python``) or this machine's probes. Whatever comes from outside is
+checked against this shape before anything reads it, so that a string where a
+number belongs, ``null`` in place of a list, a number too large for a float or
+a NaN is a clear error naming the key (exit 2), never a crash or a wrong
+verdict. Keys the shape does not name are allowed (newer preflights add facts).
+
+A spec is a type name (``str``, ``int``, ``num``, ``bool``, ``any``), with a
+trailing ``?`` where ``null`` is allowed; a dict (an object with these keys;
+``*`` for any other key; ``?`` as a key makes the object itself nullable, ``!``
+lists the keys it must have); or a
+one-item list (a list of that).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional
+
+LARGEST_INT = 2 ** 63  # NVML counters are 64-bit; anything larger is not a real fact
+
+STATUS = {"!": ("status",), "status": "str", "seconds": "num?", "error": "str?"}
+GPU = {
+    "!": ("index",),
+    "index": "int", "name": "str?", "uuid": "str?", "pci_bus_id": "str?", "brand": "str?", "architecture": "str?",
+    "compute_capability": "str?",
+    "memory": {"?": True, "total": "int?", "free": "int?", "used": "int?", "reserved": "int?", "source": "str?"},
+    "mig_mode": {"?": True, "current": "bool", "pending": "bool"},
+    "mig_devices": ["str"],
+    "persistence_mode": "bool?",
+    "ecc_mode": {"?": True, "current": "bool", "pending": "bool"},
+    "ecc_uncorrected_volatile": "int?",
+    "remapped_rows": {"?": True, "corrected": "int?", "uncorrected": "int?", "pending": "bool?", "failure": "bool?"},
+    "retired_pages_pending": "bool?",
+    "temperature_c": "num?",
+    "clock_event_reasons": {"?": True, "mask": "int?", "active": ["str"]},
+    "processes": [{"pid": "int?", "used_memory": "int?", "name": "str?"}],
+    "lost": "bool?",
+    "unsupported": ["str"],
+    "errors": {"*": "str"},
+}
+NVML = {
+    "?": True,
+    "init": {"!": ("status",), "status": "str", "error": "str?", "code": "int?", "message": "str?"},
+    "driver_version": "str?", "cuda_driver_version": "str?", "device_count": "int?",
+    "gpus": [GPU],
+    "errors": {"*": "str"},
+}
+VISIBILITY = {
+    "?": True, "cuda_visible_devices": "str?", "cuda_device_order": "str?", "order": "str?", "visible": ["int"],
+    "mig_selected": ["str"], "notes": ["str"], "count": "int?",
+}
+HOST = {
+    "?": True,
+    "cpu": {"?": True, "logical": "int?", "affinity": "int?", "cgroup_quota": "num?", "count": "int?"},
+    "memory": {"?": True, "physical_total": "int?", "physical_available": "int?", "cgroup_limit": "int?",
+               "total": "int?", "available": "int?"},
+    "shm": {"?": True, "total": "int?", "free": "int?", "error": "str?"},
+    "container": {"?": True, "detected": "bool?", "kind": "str?", "markers": ["str"]},
+    "os": {"?": True, "*": "str?"},
+}
+PACKAGE = {"dist": "str?", "version": "str?", "import": "str?", "importable": "bool?"}
+TORCH = {
+    "?": True, "installed": "bool", "location": "str?", "version": "str?", "cuda": "str?", "hip": "str?",
+    "extension": {"?": True, "path": "str?", "size": "int?", "mtime_ns": "int?"}, "error": "str?",
+}
+CONDA = {
+    "?": True, "active": "bool?", "env_name": "str?", "is_base": "bool?", "prefix": "str?", "source": "str?",
+    "CONDA_DEFAULT_ENV": "str?", "CONDA_PREFIX": "str?", "interpreter_in_active_env": "bool?",
+}
+PYTHON = {
+    "?": True, "executable": "str?", "version": "str?", "implementation": "str?", "prefix": "str?",
+    "base_prefix": "str?", "venv": "bool?", "conda": CONDA, "packages": {"*": PACKAGE}, "torch": TORCH,
+}
+TORCH_ARCH = {"?": True, "flags": ["str"], "source": "str?"}
+CONTAINER = {"?": True, "*": "str?", "requirements": {"*": "str"}}
+SNAPSHOT = {
+    "schema": "str", "preflight_version": "str?", "collected_at": "str?", "source": "str?", "seconds": "num?",
+    "probes": {"*": STATUS},
+    "nvml": NVML, "visibility": VISIBILITY, "host": HOST, "python": PYTHON, "torch_arch": TORCH_ARCH,
+    "container": CONTAINER,
+}
+
+
+class ShapeError(ValueError):
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__("%s: %s" % (key, problem))
+        self.key = key
+        self.problem = problem
+
+
+def check(value: Any, spec: Any = None, key: str = "") -> None:
+    """Raise ShapeError naming the first key whose value does not have the shape ``spec``."""
+    _check(value, SNAPSHOT if spec is None else spec, key or "(top level)")
+
+
+def _check(value: Any, spec: Any, key: str) -> None:
+    if isinstance(spec, str):
+        _check_leaf(value, spec, key)
+    elif isinstance(spec, list):
+        if not isinstance(value, list):
+            raise ShapeError(key, "expected a list, found %s" % _describe(value))
+        for position, item in enumerate(value):
+            _check(item, spec[0], "%s[%d]" % (key, position))
+    else:
+        if value is None and spec.get("?"):
+            return
+        if not isinstance(value, dict):
+            raise ShapeError(key, "expected an object, found %s" % _describe(value))
+        for name in spec.get("!", ()):
+            if name not in value:
+                raise ShapeError(key, "'%s' is missing" % name)
+        for name, item in value.items():
+            item_spec = spec.get(name, spec.get("*")) if name not in ("?", "!") else None
+            if item_spec is not None:
+                _check(item, item_spec, "%s.%s" % (key, name) if key != "(top level)" else name)
+
+
+def _check_leaf(value: Any, spec: str, key: str) -> None:
+    kind = spec.rstrip("?")
+    if value is None:
+        if spec.endswith("?") or kind == "any":
+            return
+        raise ShapeError(key, "expected %s, found null" % _WORDS[kind])
+    if kind == "any":
+        _finite(value, key)
+        return
+    ok = {
+        "str": lambda v: isinstance(v, str),
+        "bool": lambda v: isinstance(v, bool),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "num": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    }[kind](value)
+    if not ok:
+        raise ShapeError(key, "expected %s, found %s" % (_WORDS[kind], _describe(value)))
+    if kind in ("int", "num"):
+        _finite(value, key)
+
+
+def _finite(value: Any, key: str) -> None:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and abs(value) >= LARGEST_INT:
+        raise ShapeError(key, "the number %s is too large to be a real fact" % _short(value))
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        raise ShapeError(key, "expected a finite number, found %r" % value)
+
+
+_WORDS = {"str": "a string", "bool": "true or false", "int": "a whole number", "num": "a number", "any": "a value"}
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "the string %r" % _short(value)
+    if isinstance(value, (int, float)):
+        return "the number %s" % _short(value)
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def problems(value: Any, spec: Any) -> Optional[str]:
+    """The shape problem of ``value`` as one sentence, or None."""
+    try:
+        check(value, spec)
+    except ShapeError as exc:
+        return str(exc)
+    return None
+
+
+__all__: List[str] = ["check", "problems", "ShapeError", "SNAPSHOT", "PYTHON"]
