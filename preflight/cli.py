@@ -3,9 +3,11 @@
 Exit codes (stable):
   0  every error-severity rule passed (warnings allowed unless --strict)
   1  at least one error-severity rule failed or could not be evaluated
-  2  usage error, or a bad rule, facts or fixture file
+  2  usage error, a bad rule, facts or fixture file, or the report could not be written
   3  internal error in preflight (a bug: please report it)
   4  preflight slurm: scontrol missing, failing or not answering
+  5  preflight slurm: unknown (a probe timed out); the node was left as it was
+  128+N  killed by signal N (130 SIGINT, 143 SIGTERM), helpers killed first
 exec passes the command's own status through (126/127: it cannot be run / is not found);
 check --format npd uses node-problem-detector's codes (0 OK, 1 problem, 2 unknown).
 """
@@ -130,8 +132,9 @@ def cli() -> None:
     """Find what will make a GPU training or inference job fail, before it starts.
 
     \b
-    Exit codes: 0 passed, 1 a check failed, 2 bad usage or input file, 3 internal error,
-    4 (slurm) scontrol failed; exec ends with its command's status; see each command's --help.
+    Exit codes: 0 passed, 1 a check failed, 2 bad usage, input or output, 3 internal error,
+    4 (slurm) scontrol failed, 5 (slurm) unknown, 130/143 interrupted; exec ends with its
+    command's status; see each command's --help.
     """
 
 
@@ -336,7 +339,8 @@ def exec_command(profile, strict, select, ignore, settings, facts_file, output_f
     The report goes to standard error. When the checks fail, preflight exits 1
     and COMMAND does not start (unless --warn-only). Otherwise COMMAND takes
     over this process (same PID, signals and exit status). Extra options can
-    come from PREFLIGHT_ARGS; PREFLIGHT_SKIP=1 skips the checks (and says so).
+    come from PREFLIGHT_ARGS (options only: a stray word or '--' there is exit 2);
+    PREFLIGHT_SKIP=1 skips the checks (and says so).
     Exit codes: COMMAND's own; 1 checks failed; 2 bad usage; 126 COMMAND cannot
     be run; 127 COMMAND not found.
     """
@@ -433,7 +437,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     _handle_termination()
     try:
         argv = with_environment_args(list(sys.argv[1:] if argv is None else argv), os.environ,
-                                     _option_arity(exec_command))
+                                     lambda: _option_arity(exec_command))
         code = cli.main(args=argv, prog_name="preflight", standalone_mode=False)
     except click.ClickException as exc:
         exc.show()
@@ -488,7 +492,10 @@ def _on_signal(signum, frame) -> None:
 
 def _handle_termination() -> None:
     """SIGTERM (and SIGHUP) must not leave helpers behind: kill them, then leave with 128 + the signal."""
-    import signal
+    try:
+        import _signal as signal  # the C module: `import signal` costs half a millisecond of start-up
+    except ImportError:  # pragma: no cover - other Pythons
+        import signal  # type: ignore[no-redef]
 
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):

@@ -26,10 +26,10 @@ def skip_requested(environ) -> bool:
     return (environ.get(SKIP_VARIABLE) or "").strip().lower() in _TRUE
 
 
-def with_environment_args(argv: List[str], environ, option_arity: Dict[str, bool]) -> List[str]:
+def with_environment_args(argv: List[str], environ, option_arity: Callable[[], Dict[str, bool]]) -> List[str]:
     """``preflight exec ...`` with PREFLIGHT_ARGS inserted first, so the command line still wins.
 
-    ``option_arity`` maps each option of ``exec`` to whether it takes a value.
+    ``option_arity()`` maps each option of ``exec`` to whether it takes a value.
     PREFLIGHT_ARGS may hold options only: a stray word would otherwise become
     the command that exec starts instead of the training command.
     """
@@ -43,6 +43,7 @@ def with_environment_args(argv: List[str], environ, option_arity: Dict[str, bool
     except ValueError as exc:
         raise PreflightError("%s=%r cannot be split into words: %s" % (ARGS_VARIABLE, extra, exc),
                              "quote as in a shell: %s=\"--ignore 'host.shm'\"" % ARGS_VARIABLE)
+    arity = option_arity()
     index = 0
     while index < len(words):
         word = words[index]
@@ -52,10 +53,10 @@ def with_environment_args(argv: List[str], environ, option_arity: Dict[str, bool
                                  % (ARGS_VARIABLE, word, ARGS_VARIABLE),
                                  "the command to run goes after '--' on the command line: "
                                  "preflight exec [options] -- CMD ...")
-        if name not in option_arity:
+        if name not in arity:
             raise PreflightError("%s holds %r, which is not an option of preflight exec" % (ARGS_VARIABLE, word),
                                  "'preflight exec --help' lists them")
-        if option_arity[name] and "=" not in word:
+        if arity[name] and "=" not in word:
             if index + 1 >= len(words):
                 raise PreflightError("%s: %s needs a value" % (ARGS_VARIABLE, word))
             index += 1

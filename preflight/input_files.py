@@ -28,7 +28,7 @@ def read_bytes(path: str, what: str, error: Callable[..., PreflightError], hint:
         if stream is None:
             raise error("%s: standard input is closed" % what, "pipe the data in, or give a file")
         try:
-            data = stream.read(limit + 1)
+            data = _read_up_to(stream, limit + 1, 1 << 16)
         except (OSError, ValueError) as exc:
             raise error("%s: cannot read standard input: %s" % (what, exc), hint)
         return _capped(data, what, error, limit)
@@ -51,12 +51,28 @@ def read_bytes(path: str, what: str, error: Callable[..., PreflightError], hint:
                         hint)
         with os.fdopen(descriptor, "rb") as handle:
             descriptor = -1
-            return _capped(handle.read(limit + 1), what, error, limit)
+            # Asking read() for the whole limit at once would allocate it: read what the file holds.
+            return _capped(_read_up_to(handle, limit + 1, info.st_size + 1), what, error, limit)
     except OSError as exc:
         raise error("%s: cannot read it: %s" % (what, exc.strerror or exc), hint)
     finally:
         if descriptor >= 0:
             os.close(descriptor)
+
+
+def _read_up_to(stream, most: int, first: int) -> bytes:
+    """At most ``most`` bytes, in pieces (``first`` bytes first), so that a small file costs little."""
+    chunks = []
+    size = 0
+    want = min(most, max(first, 1))
+    while size < most:
+        chunk = stream.read(min(want, most - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        want = 1 << 20
+    return b"".join(chunks)
 
 
 def _capped(data: bytes, what: str, error: Callable[..., PreflightError], limit: int) -> bytes:

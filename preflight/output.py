@@ -29,7 +29,7 @@ import time
 
 from preflight.errors import OutputError, PreflightError
 
-_TEMP = re.compile(r"^\.(?P<name>.+)\.preflight-(?P<pid>\d+)-[A-Za-z0-9_]+\.tmp$")
+_TEMP = r"^\.(?P<name>.+)\.preflight-(?P<pid>\d+)-[A-Za-z0-9_]+\.tmp$"  # compiled when needed: start-up time
 STALE_AFTER = 3600.0  # seconds: a temporary file this old is stale even if its PID was reused
 
 
@@ -69,11 +69,16 @@ def _silence_stdout() -> None:
         pass
 
 
-_STREAM_PATHS = re.compile(r"^/dev/(?:stdout|stderr|fd/\d+)$|^/proc/(?:self|\d+)/fd/\d+$")
+def _is_stream_path(path: str) -> bool:
+    """/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: an open descriptor, whatever it points to."""
+    if path in ("/dev/stdout", "/dev/stderr"):
+        return True
+    head, _, number = path.rpartition("/")
+    return number.isdigit() and (head == "/dev/fd" or (head.startswith("/proc/") and head.endswith("/fd")))
 
 
 def write_file(path: str, text: str) -> None:
-    if _STREAM_PATHS.match(path):
+    if _is_stream_path(path):
         _write_in_place(path, path, text)  # an open descriptor: write to it, whatever it is
         return
     try:
@@ -166,7 +171,7 @@ def remove_stale_temporaries(folder: str, name: str) -> None:
         return
     now = time.time()
     for entry in entries:
-        found = _TEMP.match(entry)
+        found = re.match(_TEMP, entry)
         if not found or found.group("name") != name:
             continue
         full = os.path.join(folder, entry)

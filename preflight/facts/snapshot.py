@@ -6,7 +6,6 @@ import json
 from typing import Any, Dict
 
 from preflight.errors import FactsFileError
-from preflight.facts import shape
 
 SCHEMA = "preflight.facts/1"
 SECTIONS = ("nvml", "visibility", "host", "python", "torch_arch", "container", "workload")
@@ -30,6 +29,8 @@ def validate(data: Any, path: str) -> None:
         raise FactsFileError("facts file %s: 'schema' is %r; this preflight reads %r" % (path, data.get("schema"), SCHEMA), _HINT)
     if not isinstance(data.get("probes"), dict):
         raise FactsFileError("facts file %s: 'probes' must be an object" % path, _HINT)
+    from preflight.facts import shape  # not on the path of a plain check: only files are validated
+
     try:
         shape.check(data)
     except shape.ShapeError as exc:
