@@ -435,6 +435,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     from preflight.entrypoint import with_environment_args
 
     _handle_termination()
+    process = sys.modules.get("preflight.probes.process")
+    if process is not None:
+        process.reopen()  # an earlier run in this process closed it on its way out
     try:
         argv = with_environment_args(list(sys.argv[1:] if argv is None else argv), os.environ,
                                      lambda: _option_arity(exec_command))

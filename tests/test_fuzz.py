@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import nvml_fixture, run_cli
 from preflight import cli
+from preflight.probes import process
 
 DOCUMENTED = {0, 1, 2}
 FIXTURES = ("h200-driver580.json", "2x-a100-40g-driver550-ecc.json", "rtx3060-12g-driver525.json")
@@ -46,6 +47,8 @@ def run_main(argv):
             cli.main(list(argv))
         except SystemExit as exc:
             code = exc.code
+        finally:
+            process.reopen()  # main() closed helpers on its way out, as the real process would exit
     return code, out.getvalue(), err.getvalue()
 
 

@@ -109,6 +109,13 @@ def kill_all() -> None:
         _kill_group(child)
 
 
+def reopen() -> None:
+    """Allow helpers again (a new run of the command line in the same process, as tests do)."""
+    global _closed
+    with _lock:
+        _closed = False
+
+
 def _kill_group(child: subprocess.Popen) -> None:
     try:
         if os.name == "posix":
