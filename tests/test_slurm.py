@@ -393,3 +393,35 @@ def test_real_slurm_a_probe_timeout_leaves_the_node_alone(cluster, tmp_path):
         cluster.set_extra()
         cluster.set_fixture(H200)
         cluster.wait_node(lambda s, r: not admission.is_drained(s), 60, "preflight to resume the node")
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("NodeName=n1 State=IDLE+DRAIN Reason=preflight: gpu.health gpu1 ECC [root@2026-11-30T05:30:01] Comment=rack 4, "
+     "slot 2 Extra=x", "preflight: gpu.health gpu1 ECC"),
+    ("NodeName=n1 State=DOWN Reason=hw-repair:RMA-4411 [slurm@2026-11-30T05:30:01]", "hw-repair:RMA-4411"),
+    ("NodeName=n1 State=DOWN Reason=a=b c [x] d [root@2026-11-30T05:30:01] Comment=y", "a=b c [x] d"),
+    ("NodeName=n1 State=IDLE+DRAIN Reason=no stamp here Comment=rack 4", "no stamp here"),
+    ("NodeName=n1 State=IDLE Partitions=debug", None),
+])
+def test_reason_parsing_stops_at_the_stamp_or_the_next_field(line, reason):
+    assert admission.parse_reason(line) == reason
+
+
+@pytest.mark.parametrize("state, out", [
+    ("IDLE", False), ("MIXED", False), ("ALLOCATED+COMPLETING", False), ("IDLE+DRAIN", True), ("DOWN", True),
+    ("DOWN*", True), ("IDLE+FAIL", True), ("IDLE+MAINT+RESERVED", True), ("IDLE+REBOOT_REQUESTED", True),
+    ("IDLE+NOT_RESPONDING", True), ("IDLE+POWERED_DOWN", True),
+])
+def test_out_of_service_states(state, out):
+    assert admission.out_of_service(state) is out
+
+
+@pytest.mark.parametrize("state, reason", [("DOWN", "hw-repair:RMA-4411"), ("IDLE+FAIL", "psu"),
+                                           ("IDLE+MAINT", "window"), ("IDLE+DRAIN", "Not responding")])
+def test_a_node_another_owns_is_neither_drained_nor_resumed(tmp_path, state, reason):
+    (tmp_path / "fail").mkdir()
+    assert slurm(fake_scontrol(tmp_path / "fail", state, reason), A100X2).returncode == 1
+    (tmp_path / "pass").mkdir()
+    passing = slurm(fake_scontrol(tmp_path / "pass", state, reason), H200)
+    assert passing.returncode == 0 and "its reason is not preflight's (%s)" % reason in passing.stderr
+    assert not [c for c in calls(tmp_path / "fail") + calls(tmp_path / "pass") if c.startswith("update")]
