@@ -153,7 +153,8 @@ def test_a_closed_standard_input_is_a_clear_error(argv):
         assert completed.returncode == 2 and "standard input is closed" in completed.stderr
 
 
-@pytest.mark.parametrize("text", ["a = " + "[" * 5000 + "]" * 5000, "[a]\n" + "b = {c = " * 3000 + "1" + "}" * 3000])
+@pytest.mark.parametrize("text", ["a = " + "[" * 5000 + "]" * 5000, "[a]\n" + "b = {c = " * 3000 + "1" + "}" * 3000],
+                         ids=["arrays", "inline-tables"])
 def test_deeply_nested_rule_files_exit_2(tmp_path, text):
     completed = run_cli("check", "--rules", _rule_file(tmp_path, text), "--nvml-fixture", H200)
     assert completed.returncode == 2 and "Traceback" not in completed.stderr, completed.stderr
