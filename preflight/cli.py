@@ -1,6 +1,10 @@
-"""The command line: parse options, call ``preflight.commands``, print, exit.
+"""The command line: declare the options, build the options values, dispatch to ``preflight.commands``.
 
-Exit codes (stable):
+No command's behaviour lives here: each command is a module of
+``preflight.commands``; this module only turns click's options into the values
+those modules take, and turns what they raise into exit codes.
+
+Exit codes (stable; ``preflight.errors.ExitCode``):
   0  every error-severity rule passed (warnings allowed unless --strict)
   1  at least one error-severity rule failed or could not be evaluated
   2  usage error, a bad rule, facts or fixture file, or the report could not be written
@@ -14,16 +18,19 @@ check --format npd uses node-problem-detector's codes (0 OK, 1 problem, 2 unknow
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from typing import List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import click
 
 from preflight import __version__
-from preflight.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, PreflightError
+from preflight.errors import ExitCode, PreflightError
 
 _PROFILES = ("train", "inference", "node")
+_COLORS = click.Choice(["auto", "always", "never"])
+CHECK_FORMATS = ("text", "json", "junit", "prometheus", "nfd", "npd")
 
 
 def _split(values) -> List[str]:
@@ -35,15 +42,22 @@ def _warn(message: str) -> None:
     click.echo("preflight: warning: %s" % message, err=True)
 
 
-def _use_color(choice: str) -> bool:
-    if choice == "always":
-        return True
-    if choice == "never" or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    return sys.stdout is not None and sys.stdout.isatty()
+def _log(message: str) -> None:
+    click.echo(message, err=True)
 
 
-_probe_options = [
+def _duration(option: str, text: str) -> float:
+    from preflight.units import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option)
+
+
+# --- option groups: declared once, each collapsed into the value a command takes ---------------
+
+PROBE = [
     click.option("--python", "python", metavar="PATH",
                  help="Probe this interpreter's environment (the training environment) instead of preflight's own."),
     click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
@@ -55,9 +69,7 @@ _probe_options = [
     click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
                  help="Add or override rules from a .toml file or a folder of them (repeatable)."),
 ]
-
-
-_check_options = [
+CHECK = [
     click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True, envvar="PREFLIGHT_PROFILE",
                  help="train and inference check the job's environment; node checks hardware and driver only. "
                       "[env: PREFLIGHT_PROFILE]"),
@@ -72,9 +84,7 @@ _check_options = [
     click.option("--facts", "facts_file", metavar="FILE",
                  help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin)."),
 ]
-
-
-_workload_options = [
+WORKLOAD = [
     click.option("--workload", metavar="ID", help="Size a workload against free GPU memory (yolov9-t, -s, -m, -c, -e)."),
     click.option("--task", type=click.Choice(["train", "inference"]),
                  help="What the workload does [default: train, or inference with --profile inference]."),
@@ -84,47 +94,80 @@ _workload_options = [
     click.option("--fp32", is_flag=True, help="Training without AMP (train_dual.py uses AMP by default)."),
     click.option("--half", is_flag=True, help="Inference in FP16, as detect_dual.py --half (FP32 by default)."),
 ]
+OUTPUT = click.option("--output", metavar="FILE", help="Write to FILE instead of standard output ('-'): a regular "
+                      "file is replaced atomically (links are followed); a device or pipe is written in place.")
 
 
-def _workload(workload, task, batch, imgsz, fp32, half, default_task: str):
-    from preflight import commands
+def _names(declarations) -> List[str]:
+    """The parameter names a list of click.option declarations defines."""
+    def probe() -> None:
+        pass
+    for declaration in declarations:
+        declaration(probe)
+    return [param.name for param in getattr(probe, "__click_params__", [])]
 
-    if workload is None:
-        given = [name for name, value in (("--task", task), ("--batch", batch), ("--fp32", fp32), ("--half", half))
-                 if value]
-        if given or imgsz != 640:
+
+def _workload(values: Dict[str, Any], profile: str):
+    from preflight.commands.options import WorkloadOptions
+
+    if values.get("workload") is None:
+        given = [name for name, key in (("--task", "task"), ("--batch", "batch"), ("--fp32", "fp32"),
+                                        ("--half", "half")) if values.get(key)]
+        if given or values.get("imgsz", 640) != 640:
             raise click.UsageError("%s only mean something with --workload" % ", ".join(given or ["--img"]))
         return None
-    return commands.WorkloadOptions(workload, task or default_task, batch, imgsz, fp32, half)
+    task = values["task"] or ("inference" if profile == "inference" else "train")
+    return WorkloadOptions(values["workload"], task, values["batch"], values["imgsz"], values["fp32"], values["half"])
 
 
-_output_option = click.option("--output", metavar="FILE", help="Write to FILE instead of standard output ('-'): a regular "
-                              "file is replaced atomically (links are followed); a device or pipe is written in place.")
+def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
+    """Declare these option groups on a command and hand it one ``options`` value (CheckOptions).
+
+    ``consume`` names options the command declares itself with its own help
+    (plan's --facts) that also belong in the value.
+    """
+    declarations = [declaration for group in groups for declaration in group]
+    names = _names(declarations) + list(consume)
+
+    def decorate(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def command(**kwargs):
+            from preflight.commands.options import CheckOptions
+
+            values = {name: kwargs.pop(name) for name in names if name in kwargs}
+            profile = values.get("profile", "train")
+            workload = _workload(values, profile) if "workload" in values else None
+            kwargs["options"] = CheckOptions(
+                profile=profile, rules_paths=list(values.get("rules_paths", ())),
+                select=_split(values.get("select", ())), ignore=_split(values.get("ignore", ())),
+                settings=list(values.get("settings", ())), facts_file=values.get("facts_file"),
+                python=values.get("python"), nvml_fixture=values.get("nvml_fixture"),
+                timeout=values.get("timeout", 10.0), use_cache=not values.get("no_cache", False),
+                strict=values.get("strict", False), workload=workload)
+            return function(**kwargs)
+        for declaration in reversed(declarations):
+            command = declaration(command)
+        return command
+    return decorate
 
 
-def _emit(text: str, output: Optional[str] = None) -> None:
-    """Print, or write to --output (atomically for files; devices and pipes in place)."""
-    from preflight.output import emit
-
-    emit(text, output)
-
-
-def _duration(option: str, text: str) -> float:
-    from preflight.units import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=option)
-
-
-def _with(options):
-    def decorate(function):
-        for option in reversed(options):
-            function = option(function)
+def declare(group) -> Callable:
+    """Declare a group's options without collecting them (check_options, nearer the function, does that)."""
+    def decorate(function: Callable) -> Callable:
+        for declaration in reversed(group):
+            function = declaration(function)
         return function
     return decorate
 
+
+def _shown(output_format: str = "text", output: Optional[str] = None, quiet: bool = False, color: str = "auto",
+           expires_in: float = 3600.0):
+    from preflight.commands.options import OutputOptions
+
+    return OutputOptions(output_format, output, quiet, color, expires_in)
+
+
+# --- commands ---------------------------------------------------------------------------------
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="preflight")
@@ -139,59 +182,35 @@ def cli() -> None:
 
 
 @cli.command()
-@_with(_check_options)
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "junit", "prometheus", "nfd", "npd"]),
-              default="text", show_default=True,
+@declare(CHECK)
+@click.option("--format", "output_format", type=click.Choice(CHECK_FORMATS), default="text", show_default=True,
               help="text for people; json (preflight.report/1); junit for CI; prometheus for node_exporter's textfile "
                    "collector; nfd for Node Feature Discovery's features.d; npd for node-problem-detector "
                    "(exit 0 OK, 1 problem, 2 unknown).")
-@_output_option
+@OUTPUT
 @click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
               help="With --format nfd: NFD drops the labels if the file is not rewritten within this time (0: never).")
 @click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
-@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+@click.option("--color", type=_COLORS, default="auto", show_default=True,
               help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
-@_with(_probe_options)
-@_with(_workload_options)
-def check(profile, strict, select, ignore, settings, facts_file, output_format, output, expires_in, quiet, color,
-          python, nvml_fixture, timeout, no_cache, rules_paths, workload, task, batch, imgsz, fp32, half) -> int:
+@check_options(PROBE, WORKLOAD, consume=_names(CHECK))
+def check(options, output_format, output, expires_in, quiet, color) -> int:
     """Check this machine and environment against the rules; print a report with a fix for every problem."""
-    from preflight import commands
-    from preflight.render import formats
+    from preflight.commands import check as command
 
-    wanted = _workload(workload, task, batch, imgsz, fp32, half, "inference" if profile == "inference" else "train")
-    options = commands.CheckOptions(
-        profile=profile, rules_paths=list(rules_paths), select=_split(select), ignore=_split(ignore),
-        settings=list(settings), facts_file=facts_file, python=python, nvml_fixture=nvml_fixture, timeout=timeout,
-        use_cache=not no_cache, strict=strict, workload=wanted,
-    )
-    expiry = _duration("--expires-in", expires_in)
-    report = commands.check(options, warn=_warn)
-    colored = output is None and output_format == "text" and _use_color(color)
-    _emit(formats.render(report, output_format, quiet=quiet, color=colored, expires_in=expiry), output)
-    return formats.exit_code(report, output_format)
+    return command.main(options, _shown(output_format, output, quiet, color, _duration("--expires-in", expires_in)),
+                        _warn)
 
 
 @cli.command()
 @click.option("--list", "list_facts", is_flag=True, help="List the facts rules can read instead of collecting them.")
-@_output_option
-@_with(_probe_options)
-def facts(list_facts, output, python, nvml_fixture, timeout, no_cache, rules_paths) -> int:
+@OUTPUT
+@check_options(PROBE)
+def facts(options, list_facts, output) -> int:
     """Print everything the probes see, as JSON (save it and replay it with 'check --facts FILE')."""
-    if list_facts:
-        from preflight.facts.catalog import FACTS
+    from preflight.commands import facts as command
 
-        width = max(len(path) for path in FACTS)
-        _emit("\n".join("%s  %-8s  %-7s  %s" % (fact.path.ljust(width), fact.kind, "per-GPU" if fact.per_gpu else "",
-                                                fact.description) for fact in FACTS.values()))
-        return 0
-    from preflight import commands
-    from preflight.facts import snapshot
-
-    options = commands.CheckOptions(rules_paths=list(rules_paths), python=python, nvml_fixture=nvml_fixture,
-                                    timeout=timeout, use_cache=not no_cache)
-    _emit(snapshot.dumps(commands.facts(options, warn=_warn)), output)
-    return 0
+    return command.list_facts() if list_facts else command.main(options, _shown(output=output), _warn)
 
 
 @cli.command("rules")
@@ -201,18 +220,9 @@ def facts(list_facts, output, python, nvml_fixture, timeout, no_cache, rules_pat
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH", help="Add or override rules (repeatable).")
 def list_rules(profile, output_format, rules_paths) -> int:
     """List the rules (the defaults plus any --rules)."""
-    from preflight import commands
-    from preflight.render import rules_doc
+    from preflight.commands import rules
 
-    if output_format == "markdown":  # the reference page: rules, facts, and the failure catalog
-        ruleset = commands.load_rules(list(rules_paths), warn=_warn, failures=True)
-        rules = [r for r in ruleset.rules.values() if profile is None or profile in r.profiles]
-        _emit(rules_doc.markdown(rules) + rules_doc.failures_markdown(list(ruleset.failures.values())))
-        return 0
-    ruleset = commands.load_rules(list(rules_paths), warn=_warn)
-    rules = [r for r in ruleset.rules.values() if profile is None or profile in r.profiles]
-    _emit(rules_doc.list_text(rules) if output_format == "text" else rules_doc.list_json(rules))
-    return 0
+    return rules.list_rules(list(rules_paths), profile, output_format, _warn)
 
 
 @cli.command()
@@ -220,15 +230,9 @@ def list_rules(profile, output_format, rules_paths) -> int:
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH", help="Add or override rules (repeatable).")
 def explain(rule_id, rules_paths) -> int:
     """Show one rule or known failure in full: what it checks or recognises, why, its source and its fix."""
-    from preflight import commands
-    from preflight.render import rules_doc
+    from preflight.commands import rules
 
-    ruleset = commands.load_rules(list(rules_paths), warn=_warn, failures=True)
-    if rule_id in ruleset.failures:
-        _emit(rules_doc.explain_failure(ruleset.failures[rule_id]))
-    else:
-        _emit(rules_doc.explain(ruleset.get(rule_id, also=ruleset.failures)))
-    return 0
+    return rules.explain(rule_id, list(rules_paths), _warn)
 
 
 @cli.command()
@@ -240,44 +244,28 @@ def explain(rule_id, rules_paths) -> int:
 @click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True,
               help="Profile of the related check rules shown with each problem.")
 @click.option("--list", "list_catalog", is_flag=True, help="List the known failures instead of reading a log.")
-@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
-@_output_option
-@_with(_probe_options)
-def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, color, output, python, nvml_fixture,
-             timeout, no_cache, rules_paths) -> int:
+@click.option("--color", type=_COLORS, default="auto", show_default=True)
+@OUTPUT
+@check_options(PROBE, consume=("facts_file", "profile"))
+def diagnose(options, log, output_format, no_facts, list_catalog, color, output) -> int:
     """Read a failed run's log (a file, '-' or a pipe) and name each known problem with its cause and fix.
 
     \b
     Exit codes: 0 nothing known found, 1 at least one known problem, 2 bad input.
     """
-    from preflight import commands
+    from preflight.commands import diagnose as command
 
     if list_catalog:
-        from preflight.render import rules_doc
+        from preflight.commands import rules
 
-        ruleset = commands.load_rules(list(rules_paths), warn=_warn, failures=True)
-        _emit(rules_doc.failures_text(list(ruleset.failures.values())))
-        return 0
-    if facts_file and no_facts:
+        return rules.list_failures(options.rules_paths, _warn)
+    if options.facts_file and no_facts:
         raise click.UsageError("--facts and --no-facts contradict each other: give one")
     if log is None:
         if sys.stdin is not None and sys.stdin.isatty():
             raise click.UsageError("give a log file, or pipe one in: preflight diagnose train.log / ... | preflight diagnose -")
         log = "-"
-    options = commands.DiagnoseOptions(use_facts=not no_facts, profile=profile, rules_paths=list(rules_paths),
-                                       facts_file=facts_file, python=python, nvml_fixture=nvml_fixture,
-                                       timeout=timeout, use_cache=not no_cache)
-    diagnosis = commands.diagnose(log, options, warn=_warn)
-    if output_format == "json":
-        import json
-
-        _emit(json.dumps(diagnosis.to_json(), indent=2), output)
-    else:
-        from preflight.render import diagnosis_text
-
-        colored = output is None and _use_color(color)
-        _emit(diagnosis_text.render(diagnosis, color=colored), output)
-    return diagnosis.exit_code
+    return command.main(log, options, not no_facts, _shown(output_format, output, color=color), _warn)
 
 
 @cli.command()
@@ -291,36 +279,24 @@ def diagnose(log, output_format, facts_file, no_facts, profile, list_catalog, co
               help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
               show_default=True)
-@_output_option
+@OUTPUT
 @click.option("--facts", "facts_file", metavar="FILE", help="This machine's GPUs from a saved snapshot.")
 @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
               help="This machine's GPUs from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
 @click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS")
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
               help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
-def plan(workload, task, batch, imgsz, fp32, half, gpu_filters, output_format, output, facts_file, nvml_fixture,
-         timeout, rules_paths) -> int:
+@check_options(consume=("workload", "task", "batch", "imgsz", "fp32", "half", "facts_file", "nvml_fixture", "timeout",
+                        "rules_paths"))
+def plan(options, gpu_filters, output_format, output) -> int:
     """Will a workload fit, and which GPU to use: memory needed, whether it fits, and the largest batch, per GPU."""
-    from preflight import commands
-    from preflight.render import plan as render
+    from preflight.commands import plan as command
 
-    options = commands.CheckOptions(rules_paths=list(rules_paths), facts_file=facts_file, nvml_fixture=nvml_fixture,
-                                    timeout=timeout, workload=commands.WorkloadOptions(workload, task, batch, imgsz,
-                                                                                       fp32, half))
-    result = commands.plan(options, list(gpu_filters), warn=_warn)
-    _emit({"text": render.text, "json": render.as_json, "markdown": render.markdown}[output_format](result), output)
-    return 0
-
-
-def _report_to_stderr(report, output_format: str, quiet: bool) -> None:
-    from preflight.render import formats
-
-    click.echo(formats.render(report, output_format, quiet=quiet, color=_use_color("auto") and sys.stderr.isatty()),
-               err=True)
+    return command.main(options, list(gpu_filters), _shown(output_format, output), _warn)
 
 
 @cli.command("exec", context_settings={"allow_interspersed_args": False})
-@_with(_check_options)
+@declare(CHECK)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Format of the report, written to standard error.")
 @click.option("-q", "--quiet", is_flag=True, help="Report only failures, warnings and errors.")
@@ -329,10 +305,9 @@ def _report_to_stderr(report, output_format: str, quiet: bool) -> None:
               help="Keep checking until they pass or this much time has gone (30s, 5m): for a GPU or driver that "
                    "comes up late.")
 @click.option("--sleep", default="1s", show_default=True, metavar="DURATION", help="Wait between checks.")
-@_with(_probe_options)
+@check_options(PROBE, consume=_names(CHECK))
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec_command(profile, strict, select, ignore, settings, facts_file, output_format, quiet, warn_only, retry_timeout,
-                 sleep, python, nvml_fixture, timeout, no_cache, rules_paths, command) -> int:
+def exec_command(options, output_format, quiet, warn_only, retry_timeout, sleep, command) -> int:
     """Run the checks, then replace preflight with COMMAND (as a container ENTRYPOINT: preflight exec -- CMD...).
 
     \b
@@ -344,31 +319,14 @@ def exec_command(profile, strict, select, ignore, settings, facts_file, output_f
     Exit codes: COMMAND's own; 1 checks failed; 2 bad usage; 126 COMMAND cannot
     be run; 127 COMMAND not found.
     """
-    from preflight import commands, entrypoint
+    from preflight.commands import exec as run
 
-    def log(message: str) -> None:
-        click.echo(message, err=True)
-
-    if entrypoint.skip_requested(os.environ):
-        log("preflight: %s is set: checks skipped; starting %s" % (entrypoint.SKIP_VARIABLE, " ".join(command)))
-        return entrypoint.become(command, log)
-    options = commands.CheckOptions(profile=profile, rules_paths=list(rules_paths), select=_split(select),
-                                    ignore=_split(ignore), settings=list(settings), facts_file=facts_file,
-                                    python=python, nvml_fixture=nvml_fixture, timeout=timeout, use_cache=not no_cache,
-                                    strict=strict)
-    report = entrypoint.check_until(lambda: commands.check(options, warn=_warn),
-                                    _duration("--retry-timeout", retry_timeout), _duration("--sleep", sleep), log)
-    _report_to_stderr(report, output_format, quiet)
-    if not report.ok and not warn_only:
-        log("preflight: not starting %s: the checks failed" % command[0])
-        return report.exit_code
-    if not report.ok:
-        log("preflight: checks failed; starting %s anyway (--warn-only)" % command[0])
-    return entrypoint.become(command, log)
+    return run.main(options, command, _shown(output_format, quiet=quiet), warn_only,
+                    _duration("--retry-timeout", retry_timeout), _duration("--sleep", sleep), _log, _warn)
 
 
 @cli.command()
-@_with(_check_options)
+@declare(CHECK)
 @click.option("--node", metavar="NAME", help="Slurm node name [default: SLURMD_NODENAME, else the short host name].")
 @click.option("--scontrol", metavar="PATH", help="scontrol to use [default: found in PATH or the usual install folders].")
 @click.option("--slurm-conf", metavar="FILE",
@@ -376,9 +334,8 @@ def exec_command(profile, strict, select, ignore, settings, facts_file, output_f
                    "/usr/local/etc/slurm.conf or /opt/slurm/etc/slurm.conf, else scontrol's own].")
 @click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
 @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it.")
-@_with(_probe_options)
-def slurm(profile, strict, select, ignore, settings, facts_file, node, scontrol, slurm_conf, scontrol_timeout, dry_run,
-          python, nvml_fixture, timeout, no_cache, rules_paths) -> int:
+@check_options(PROBE, consume=_names(CHECK))
+def slurm(options, node, scontrol, slurm_conf, scontrol_timeout, dry_run) -> int:
     """Slurm HealthCheckProgram and Prolog: drain this node when checks fail, resume it when they pass.
 
     \b
@@ -390,35 +347,10 @@ def slurm(profile, strict, select, ignore, settings, facts_file, node, scontrol,
     the job), 2 bad usage, 4 scontrol missing, failing or not answering,
     5 unknown: a probe timed out (not NVML), the node is left as it is.
     """
-    from preflight import commands
-    from preflight import slurm as admission
+    from preflight.commands import slurm as command
 
-    options = commands.CheckOptions(profile=profile, rules_paths=list(rules_paths), select=_split(select),
-                                    ignore=_split(ignore), settings=list(settings), facts_file=facts_file,
-                                    python=python, nvml_fixture=nvml_fixture, timeout=timeout, use_cache=not no_cache,
-                                    strict=strict)
-    report = commands.check(options, warn=_warn)
-    name = admission.node_name(node, os.environ)
-    tool = admission.Scontrol(admission.find_scontrol(scontrol, os.environ),
-                              admission.find_slurm_conf(slurm_conf, os.environ),
-                              _duration("--scontrol-timeout", scontrol_timeout), os.environ)
-    failures, undetermined = admission.verdict(report)
-    for result in report.blocking():
-        click.echo("preflight: %s %s %s: %s" % ("UNKNOWN" if result in undetermined else result.status.upper(),
-                                                 result.id, result.subject, result.message), err=True)
-    if undetermined and not failures:
-        state, reason = tool.node(name)
-        click.echo("preflight: the checks could not finish (%s timed out); %s is left as it is (%s, reason: %s)"
-                   % (", ".join(report.timed_out_probes()), name, state, reason), err=True)
-        return admission.EXIT_UNKNOWN
-    if dry_run:
-        state, reason = tool.node(name)
-        wanted = "resume if drained by preflight" if not failures else "drain: %s" % admission.drain_reason(failures)
-        click.echo("preflight: node %s is %s (reason: %s); would %s" % (name, state, reason, wanted), err=True)
-    else:
-        for line in admission.admit(failures, tool, name):
-            click.echo("preflight: %s" % line, err=True)
-    return EXIT_FAILED if failures else EXIT_OK
+    return command.main(options, node, scontrol, slurm_conf, _duration("--scontrol-timeout", scontrol_timeout),
+                        dry_run, _log, _warn)
 
 
 def _option_arity(command: click.Command):
@@ -447,19 +379,19 @@ def main(argv: Optional[List[str]] = None) -> None:
         code = exc.exit_code  # 2 for usage errors
     except click.Abort:
         click.echo("preflight: interrupted", err=True)
-        code = 130
+        code = ExitCode.INTERRUPTED
     except PreflightError as exc:
         click.echo("preflight: error: %s" % exc, err=True)
         code = exc.exit_code  # 2 for bad input; 4 when Slurm's scontrol fails (preflight slurm)
     except KeyboardInterrupt:
         click.echo("preflight: interrupted", err=True)
-        code = 130
+        code = ExitCode.INTERRUPTED
     except Exception as exc:  # a bug: say so plainly, traceback only on request
         if os.environ.get("PREFLIGHT_DEBUG"):
             raise
         click.echo("preflight: internal error: %s: %s\n  This is a bug in preflight; rerun with PREFLIGHT_DEBUG=1 "
                    "for the traceback and report it." % (type(exc).__name__, exc), err=True)
-        code = EXIT_INTERNAL
+        code = ExitCode.INTERNAL
     _exit(code if isinstance(code, int) else 0)
 
 

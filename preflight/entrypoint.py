@@ -12,11 +12,9 @@ import sys
 import time
 from typing import Callable, Dict, List, Sequence
 
-from preflight.errors import PreflightError
+from preflight.errors import ExitCode, PreflightError
 from preflight.report import Report
 
-EXIT_CANNOT_RUN = 126
-EXIT_NOT_FOUND = 127
 SKIP_VARIABLE = "PREFLIGHT_SKIP"
 ARGS_VARIABLE = "PREFLIGHT_ARGS"
 _TRUE = ("1", "true", "yes", "on")
@@ -84,7 +82,7 @@ def become(command: Sequence[str], log: Callable[[str], None]) -> int:
     """Replace this process with ``command``; returns only when that is impossible (126 or 127)."""
     if not command or not command[0]:
         log("preflight: cannot start an empty command name")
-        return EXIT_NOT_FOUND
+        return ExitCode.NOT_FOUND
     process = sys.modules.get("preflight.probes.process")
     if process is not None:
         process.kill_all()  # no helper of preflight's may become the command's child
@@ -97,8 +95,8 @@ def become(command: Sequence[str], log: Callable[[str], None]) -> int:
         os.execvp(command[0], list(command))
     except FileNotFoundError:
         log("preflight: cannot start %r: no such command (PATH=%s)" % (command[0], os.environ.get("PATH", "")))
-        return EXIT_NOT_FOUND
+        return ExitCode.NOT_FOUND
     except OSError as exc:
         log("preflight: cannot start %r: %s" % (command[0], exc.strerror or exc))
-        return EXIT_CANNOT_RUN
-    return EXIT_CANNOT_RUN  # pragma: no cover - execvp does not return
+        return ExitCode.CANNOT_RUN
+    return ExitCode.CANNOT_RUN  # pragma: no cover - execvp does not return

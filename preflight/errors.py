@@ -6,16 +6,36 @@ Anything raised as a ``PreflightError`` reaches the user as one clear message
 
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Every exit code preflight documents (README: Exit codes). Stable."""
+
+    OK = 0                # no error-severity rule failed (diagnose: nothing known found)
+    FAILED = 1            # a check failed or could not be evaluated (diagnose: a known problem found)
+    USAGE = 2             # bad usage, a bad input file, or the report could not be written
+    INTERNAL = 3          # a bug in preflight
+    SLURM_FAILED = 4      # preflight slurm: scontrol missing, failing or not answering
+    SLURM_UNKNOWN = 5     # preflight slurm: a probe timed out; the node was left as it was
+    CANNOT_RUN = 126      # preflight exec: the command cannot be run
+    NOT_FOUND = 127       # preflight exec: the command is not found
+    INTERRUPTED = 130     # SIGINT (128 + 2); other signals: 128 + their number
+
+
+class NpdCode(IntEnum):
+    """node-problem-detector's plugin protocol (check --format npd)."""
+
+    OK = 0
+    PROBLEM = 1
+    UNKNOWN = 2
+
 
 
 class PreflightError(Exception):
     """A problem with the user's input; exit code 2."""
 
-    exit_code = EXIT_USAGE
+    exit_code = ExitCode.USAGE
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)

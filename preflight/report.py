@@ -12,7 +12,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from preflight.engine.evaluate import STATUSES, Result
-from preflight.errors import EXIT_FAILED, EXIT_OK
+from preflight.errors import ExitCode, NpdCode
 
 SCHEMA = "preflight.report/1"
 
@@ -60,15 +60,15 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_OK if self.ok else EXIT_FAILED
+        return ExitCode.OK if self.ok else ExitCode.FAILED
 
     @property
     def npd_exit_code(self) -> int:
         """node-problem-detector's plugin protocol: 0 OK, 1 a problem, 2 unknown (only undeterminable results block)."""
         blocking = self.blocking()
         if not blocking:
-            return 0
-        return 2 if all(r.status == "error" for r in blocking) else 1
+            return NpdCode.OK
+        return NpdCode.UNKNOWN if all(r.status == "error" for r in blocking) else NpdCode.PROBLEM
 
     def counts(self) -> Dict[str, int]:
         counts = {status: 0 for status in STATUSES}

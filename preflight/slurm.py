@@ -29,7 +29,7 @@ import re
 import socket
 from typing import List, Optional, Tuple
 
-from preflight.errors import PreflightError
+from preflight.errors import ExitCode, PreflightError
 from preflight.probes import process
 from preflight.engine.evaluate import Result
 from preflight.report import Report
@@ -38,14 +38,12 @@ REASON_PREFIX = "preflight:"
 REASON_LIMIT = 200
 # Where scontrol lives on common installations; Slurm gives a health program no PATH.
 SEARCH_DIRS = ("/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/local/sbin", "/opt/slurm/bin", "/opt/slurm/sbin")
-EXIT_SLURM_FAILED = 4
-EXIT_UNKNOWN = 5  # the checks could not finish (a probe timed out): the node is left as it is
 
 
 class SlurmError(PreflightError):
     """scontrol is missing, fails or hangs."""
 
-    exit_code = EXIT_SLURM_FAILED
+    exit_code = ExitCode.SLURM_FAILED
 
 
 def find_scontrol(explicit: Optional[str], environ) -> str:

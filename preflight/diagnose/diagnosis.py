@@ -20,6 +20,7 @@ from preflight.diagnose.catalog import RUN_PREFIX, Failure, fact_variable
 from preflight.diagnose.scan import Hit, ScanResult
 from preflight.engine import template
 from preflight.engine.evaluate import Result, evaluate
+from preflight.errors import ExitCode
 from preflight.facts.catalog import FACTS, Facts, Unknown
 
 # Values every fix may rely on when nothing better is known. A wheel index for
@@ -72,7 +73,7 @@ class Diagnosis:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.findings else 0
+        return ExitCode.FAILED if self.findings else ExitCode.OK
 
     def to_json(self) -> Dict[str, Any]:
         return {

@@ -1,0 +1,40 @@
+"""preflight check: evaluate the rules against this machine (or a saved snapshot) and render the report."""
+
+from __future__ import annotations
+
+import time
+
+from preflight.commands import common
+from preflight.commands.options import CheckOptions, OutputOptions
+from preflight.engine import selection
+from preflight.engine.evaluate import evaluate, probes_needed
+from preflight.report import Report
+
+
+def run(options: CheckOptions, warn: common.Warn = None) -> Report:
+    started = time.monotonic()
+    ruleset = common.load_rules(options.rules_paths, warn, capacity=options.workload is not None)
+    rules = common.choose_rules(options, ruleset)
+    if warn and not rules:
+        warn("no rule is left to check: the selected rules are not in profile %s ('preflight rules --profile %s' "
+             "lists its rules)" % (options.profile, options.profile))
+    request = common.workload_request(ruleset, options.workload) if options.workload else None
+    if warn and request and not any(rule.fact.path == "gpu.workload.fit" for rule in rules):
+        warn("--workload has no effect: no selected rule reads it (gpu.memory.workload is in the train and "
+             "inference profiles)")
+    facts, source = common.snapshot(options, probes_needed(rules), selection.required_packages(rules, options.profile))
+    if request is not None:
+        common.attach_workload(request, facts, ruleset)
+    results = evaluate(rules, facts, options.profile)
+    return Report(options.profile, results, strict=options.strict, facts_source=source,
+                  seconds=time.monotonic() - started, facts=facts)
+
+
+def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) -> int:
+    from preflight.output import emit
+    from preflight.render import formats
+
+    report = run(options, warn)
+    emit(formats.render(report, shown.format, quiet=shown.quiet, color=shown.colored(),
+                        expires_in=shown.expires_in), shown.output)
+    return formats.exit_code(report, shown.format)

@@ -1,0 +1,93 @@
+"""preflight diagnose: read a failed run's log and name each known problem, with its cause and fix."""
+
+from __future__ import annotations
+
+import os
+import sys
+import zlib
+
+from preflight.commands import common
+from preflight.commands.options import CheckOptions, OutputOptions
+from preflight.engine import selection
+from preflight.errors import PreflightError
+
+_HINT = "give the path of a training log, or '-' to read standard input"
+
+
+def open_log(path: str):
+    """A binary stream of the log: a file, '-' for stdin, or a .gz file; exit 2 when it cannot be read."""
+    if path == "-":
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise PreflightError("standard input is closed: there is no log to read", _HINT)
+        return stream
+    if os.path.isdir(path):
+        raise PreflightError("%s is a folder, not a log file" % path, _HINT)
+    try:
+        if path.endswith(".gz"):
+            import gzip
+
+            stream = gzip.open(path, "rb")
+            try:
+                stream.peek(1)  # fail now, not half-way, on a file that is not gzip
+            except (OSError, EOFError, zlib.error) as exc:
+                stream.close()
+                raise _not_gzip(path, exc)
+            return stream
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise PreflightError("%s: no such file" % path, _HINT)
+    except PermissionError:
+        raise PreflightError("%s: permission denied" % path, "run as a user who can read it")
+    except OSError as exc:
+        raise PreflightError("%s: cannot read it: %s" % (path, exc), _HINT)
+
+
+def _not_gzip(path: str, exc: BaseException) -> PreflightError:
+    return PreflightError("%s: not a complete gzip file (%s)" % (path, exc or type(exc).__name__),
+                          "decompress what there is with: zcat %s > log.txt" % path)
+
+
+def run(path: str, options: CheckOptions, use_facts: bool = True, warn: common.Warn = None):
+    """The diagnosis of the log at ``path``; with ``use_facts``, fixes made concrete with this machine's facts."""
+    from preflight.diagnose import diagnosis
+    from preflight.diagnose.scan import scan
+
+    ruleset = common.load_rules(options.rules_paths, warn, failures=True)
+    stream = open_log(path)
+    try:
+        result = scan(stream, list(ruleset.failures.values()))
+    except (EOFError, zlib.error) as exc:  # a damaged or truncated .gz
+        raise _not_gzip(path, exc)
+    except OSError as exc:  # a read error, or a damaged .gz
+        if path.endswith(".gz"):
+            raise _not_gzip(path, exc)
+        raise PreflightError("%s: reading failed: %s" % (path, exc), "is the file complete and readable?")
+    finally:
+        if stream is not getattr(sys.stdin, "buffer", None):
+            stream.close()
+    found = diagnosis.findings(result)
+    snapshot, facts_source = None, None
+    if found and use_facts:
+        probes = diagnosis.probes_for(found, ruleset)
+        if probes or options.facts_file:
+            rules = [ruleset.rules[r] for f in found for r in f.failure.rules if r in ruleset.rules]
+            snapshot, facts_source = common.snapshot(options, probes,
+                                                     selection.required_packages(rules, options.profile))
+    diagnosis.complete(found, ruleset, snapshot, options.profile)
+    return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source)
+
+
+def main(path: str, options: CheckOptions, use_facts: bool, shown: OutputOptions, warn: common.Warn = None) -> int:
+    from preflight.output import emit
+
+    found = run(path, options, use_facts, warn)
+    if shown.format == "json":
+        import json
+
+        emit(json.dumps(found.to_json(), indent=2), shown.output)
+    else:
+        from preflight.render import diagnosis_text
+
+        emit(diagnosis_text.render(found, color=shown.colored()), shown.output)
+    return found.exit_code

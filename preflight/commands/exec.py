@@ -1,0 +1,29 @@
+"""preflight exec: run the checks, then become the training command (a container's entrypoint)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable, Sequence
+
+from preflight import entrypoint
+from preflight.commands import check, common
+from preflight.commands.options import CheckOptions, OutputOptions
+
+
+def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, warn_only: bool, retry_timeout: float,
+         sleep: float, log: Callable[[str], None], warn: common.Warn = None) -> int:
+    """Exit code: the command's own once it runs; the checks' 1 when they fail; 126/127 when it cannot start."""
+    if entrypoint.skip_requested(os.environ):
+        log("preflight: %s is set: checks skipped; starting %s" % (entrypoint.SKIP_VARIABLE, " ".join(command)))
+        return entrypoint.become(command, log)
+    report = entrypoint.check_until(lambda: check.run(options, warn), retry_timeout, sleep, log)
+    from preflight.render import formats
+
+    log(formats.render(report, shown.format, quiet=shown.quiet, color=shown.colored(sys.stderr)))
+    if not report.ok and not warn_only:
+        log("preflight: not starting %s: the checks failed" % command[0])
+        return report.exit_code
+    if not report.ok:
+        log("preflight: checks failed; starting %s anyway (--warn-only)" % command[0])
+    return entrypoint.become(command, log)

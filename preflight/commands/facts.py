@@ -1,0 +1,36 @@
+"""preflight facts: everything the probes see, as one JSON snapshot (or the list of facts rules can read)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from preflight.commands import common
+from preflight.commands.options import CheckOptions, OutputOptions
+from preflight.engine import selection
+from preflight.errors import ExitCode
+from preflight.facts import collect
+
+
+def run(options: CheckOptions, warn: common.Warn = None) -> Dict[str, Any]:
+    """A full snapshot: every probe, and every package any profile's rules list."""
+    ruleset = common.load_rules(options.rules_paths, warn)
+    packages = selection.required_packages(list(ruleset.rules.values()), None)
+    return collect.collect(set(collect.PROBES), common.collect_options(options, packages))
+
+
+def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) -> int:
+    from preflight.facts import snapshot
+    from preflight.output import emit
+
+    emit(snapshot.dumps(run(options, warn)), shown.output)
+    return ExitCode.OK
+
+
+def list_facts() -> int:
+    from preflight.facts.catalog import FACTS
+    from preflight.output import emit
+
+    width = max(len(path) for path in FACTS)
+    emit("\n".join("%s  %-8s  %-7s  %s" % (fact.path.ljust(width), fact.kind, "per-GPU" if fact.per_gpu else "",
+                                           fact.description) for fact in FACTS.values()))
+    return ExitCode.OK

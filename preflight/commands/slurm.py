@@ -1,0 +1,36 @@
+"""preflight slurm: check, then drain this Slurm node on failure or resume it when preflight's own drain is over."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Optional
+
+from preflight import slurm as admission
+from preflight.commands import check, common
+from preflight.commands.options import CheckOptions
+from preflight.errors import ExitCode
+
+
+def main(options: CheckOptions, node: Optional[str], scontrol: Optional[str], slurm_conf: Optional[str],
+         scontrol_timeout: float, dry_run: bool, log: Callable[[str], None], warn: common.Warn = None) -> int:
+    report = check.run(options, warn)
+    name = admission.node_name(node, os.environ)
+    tool = admission.Scontrol(admission.find_scontrol(scontrol, os.environ),
+                              admission.find_slurm_conf(slurm_conf, os.environ), scontrol_timeout, os.environ)
+    failures, undetermined = admission.verdict(report)
+    for result in report.blocking():
+        log("preflight: %s %s %s: %s" % ("UNKNOWN" if result in undetermined else result.status.upper(),
+                                         result.id, result.subject, result.message))
+    if undetermined and not failures:
+        state, reason = tool.node(name)
+        log("preflight: the checks could not finish (%s timed out); %s is left as it is (%s, reason: %s)"
+            % (", ".join(report.timed_out_probes()), name, state, reason))
+        return ExitCode.SLURM_UNKNOWN
+    if dry_run:
+        state, reason = tool.node(name)
+        wanted = "resume if drained by preflight" if not failures else "drain: %s" % admission.drain_reason(failures)
+        log("preflight: node %s is %s (reason: %s); would %s" % (name, state, reason, wanted))
+    else:
+        for line in admission.admit(failures, tool, name):
+            log("preflight: %s" % line)
+    return ExitCode.FAILED if failures else ExitCode.OK
