@@ -27,9 +27,12 @@ A GPU: ``id``, ``name``, ``memory_mib`` (the total NVML reports),
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from preflight.engine.fields import EntryReader
+
+if TYPE_CHECKING:  # the loader reaches this module through the facts catalog: a real import would be a cycle
+    from preflight.engine.loader import RuleSet
 
 PRECISIONS = {"train": ("amp", "fp32"), "inference": ("fp16", "fp32")}
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -78,7 +81,7 @@ class GpuModel:
         return self.memory_mib * 2**20
 
 
-def _reader(raw: Dict[str, Any], path: str, ruleset, kind: str) -> EntryReader:
+def _reader(raw: Dict[str, Any], path: str, ruleset: RuleSet, kind: str) -> EntryReader:
     plain = EntryReader(raw, path, kind, "", ruleset.warnings, ruleset.fixes)
     entry_id = plain.string("id", required=True)
     if not _ID.match(entry_id):
@@ -102,7 +105,7 @@ def _int_list(entry: EntryReader, raw: Dict[str, Any], key: str) -> List[int]:
     return sorted(value)
 
 
-def build_workload(raw: Dict[str, Any], path: str, ruleset) -> Workload:
+def build_workload(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Workload:
     entry = _reader(raw, path, ruleset, "workload")
     entry.warn_unknown(_WORKLOAD_KEYS)
     margin = raw.get("margin", 0.10)
@@ -133,7 +136,7 @@ def build_workload(raw: Dict[str, Any], path: str, ruleset) -> Workload:
                     _int(entry, raw, "reference_imgsz", 32) if "reference_imgsz" in raw else 640, estimates, path)
 
 
-def build_gpu(raw: Dict[str, Any], path: str, ruleset) -> GpuModel:
+def build_gpu(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> GpuModel:
     entry = _reader(raw, path, ruleset, "gpu")
     entry.warn_unknown(_GPU_KEYS)
     cc = entry.string("compute_capability", required=True)

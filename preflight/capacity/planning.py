@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from preflight.engine.loader import RuleSet
 from preflight.capacity import estimate
 from preflight.errors import PreflightError
 from preflight.facts.catalog import Facts, Unknown
@@ -79,7 +80,7 @@ def _chosen(gpus, filters: List[str]):
     return sorted(chosen, key=lambda g: g.memory_mib)
 
 
-def plan(request: Dict[str, Any], ruleset, snapshot: Optional[Dict[str, Any]], filters: List[str]) -> Plan:
+def plan(request: Dict[str, Any], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], filters: List[str]) -> Plan:
     batch = request["batch"] or 1
     required = estimate.required_bytes(request, batch)
     rule = ruleset.rules.get("gpu.compute_capability")

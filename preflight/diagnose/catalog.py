@@ -30,40 +30,14 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
-from preflight.engine.fields import EntryReader, close_matches, optional_int
-from preflight.engine.model import Fix
+from preflight.engine.fields import EntryReader, close_matches, entry_reader, optional_int
+from preflight.engine.fix import Fix
+from preflight.engine.loader import RuleSet
+from preflight.engine.placeholders import RUN_PREFIX, all_placeholders
 from preflight.facts.catalog import FACTS
 
 _KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",
          "defaults", "examples", "source"}
-# Values a failure pattern can capture from a log line (named groups), which
-# any fix may use. An entry may capture other names for its own context and
-# inline fix.
-LOG_VALUES = {
-    "requested": "memory the failed allocation asked for (12.50 GiB)",
-    "cuda_device": "CUDA device index named in the message",
-    "gpu_sm": "the GPU's architecture named in the message (sm_120)",
-    "torch_archs": "the architectures torch says it supports",
-    "driver_cuda_code": "the driver's CUDA version as PyTorch prints it (11040); gives {driver_cuda} and {run_driver_cuda}",
-    "missing": "a module that could not be imported; gives {missing_pip}",
-    "observed": "the value the message reports (for example an unsatisfied requirement)",
-    "conda_env": "a conda environment name",
-    "requirement": "a pip requirement",
-    "device": "a --device value",
-}
-# Values computed from a named group (see diagnose.diagnosis).
-DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda"), "missing": ("missing_pip",),
-                       "gpu_sm": ("arch_index_url",)}
-# Every captured value is also available as run_<name>: filled only from the
-# log, never from this machine's facts, for lines about the failed run itself.
-RUN_PREFIX = "run_"
-
-
-def fact_variable(path: str) -> str:
-    """The template name of a fact's value: gpu.memory.total -> gpu_memory_total."""
-    return path.replace(".", "_")
-
-
 class Pattern:
     def __init__(self, anchor: str, regex: Optional["re.Pattern[str]"]) -> None:
         self.anchor = anchor
@@ -102,7 +76,7 @@ class Failure:
         self.source = source
         self.origin = origin
 
-    def link(self, ruleset) -> None:
+    def link(self, ruleset: RuleSet) -> None:
         """Check references to other entries once every file is loaded."""
         from preflight.errors import RuleFileError
 
@@ -154,10 +128,8 @@ def _pattern(entry: EntryReader, raw: Any, index: int) -> Pattern:
     return Pattern(anchor, compiled)
 
 
-def build_failure(raw: Dict[str, Any], path: str, ruleset) -> Failure:
-    from preflight.engine.loader import all_placeholders, reader
-
-    entry = reader(raw, path, ruleset, "failure")
+def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Failure:
+    entry = entry_reader(raw, path, "failure", ruleset.warnings, ruleset.fixes)
     entry.warn_unknown(_KEYS)
     patterns_raw = raw.get("patterns")
     if not isinstance(patterns_raw, list) or not patterns_raw:

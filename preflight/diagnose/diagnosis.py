@@ -16,10 +16,12 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Optional
 
 from preflight import knowledge, units
-from preflight.diagnose.catalog import RUN_PREFIX, Failure, fact_variable
+from preflight.diagnose.catalog import Failure
 from preflight.diagnose.scan import Hit, ScanResult
 from preflight.engine import template
 from preflight.engine.evaluate import Result, evaluate
+from preflight.engine.loader import RuleSet
+from preflight.engine.placeholders import RUN_PREFIX, fact_variable
 from preflight.errors import ExitCode
 from preflight.facts.catalog import FACTS, Facts, Unknown
 
@@ -97,7 +99,7 @@ def findings(scan: ScanResult) -> List[Finding]:
     return result
 
 
-def probes_for(found: Iterable[Finding], ruleset) -> set:
+def probes_for(found: Iterable[Finding], ruleset: RuleSet) -> set:
     from preflight.engine.evaluate import probes_needed
 
     needed: set = set()
@@ -156,7 +158,7 @@ def _fact_values(failure: Failure, facts: Facts, cuda_device: Optional[str]) -> 
     return [dict(system, **values) for _, values in sorted(per_gpu.items())]
 
 
-def _derived(groups: Dict[str, str], ruleset) -> Dict[str, str]:
+def _derived(groups: Dict[str, str], ruleset: RuleSet) -> Dict[str, str]:
     """Values the log implies: the driver's CUDA, the wheels that fit it and the GPU, a module's pip name."""
     from preflight.facts import derived
 
@@ -177,7 +179,7 @@ def _derived(groups: Dict[str, str], ruleset) -> Dict[str, str]:
     return values
 
 
-def _pip_name(module: str, ruleset) -> str:
+def _pip_name(module: str, ruleset: RuleSet) -> str:
     """What to pip-install for an import name, from the package tables of the loaded rules."""
     import shlex
 
@@ -189,12 +191,12 @@ def _pip_name(module: str, ruleset) -> str:
     return shlex.quote(module)
 
 
-def _related_checks(failure: Failure, ruleset, snapshot, profile: str) -> List[Result]:
+def _related_checks(failure: Failure, ruleset: RuleSet, snapshot, profile: str) -> List[Result]:
     rules = [ruleset.rules[r] for r in failure.rules if r in ruleset.rules]
     return [r for r in evaluate(rules, snapshot, profile) if r.status != "skip"]
 
 
-def complete(found: List[Finding], ruleset, snapshot: Optional[Dict[str, Any]], profile: str = "train") -> None:
+def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], profile: str = "train") -> None:
     """Fill in each finding's context, fix and related check results."""
     facts = Facts(snapshot) if snapshot is not None else None
     for finding in found:

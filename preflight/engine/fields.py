@@ -10,7 +10,7 @@ import re
 from typing import Any, Dict, Iterable, List
 
 from preflight.engine import template
-from preflight.engine.model import Fix
+from preflight.engine.fix import Fix
 from preflight.errors import RuleFileError
 
 ENTRY_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$")
@@ -75,6 +75,15 @@ class EntryReader:
             inline = EntryReader(value, self.path, self.kind, self.entry_id, self.warnings, self.fixes)
             return build_fix(inline, "%s.%s" % (self.entry_id, name.replace("fixes.", "")), allowed)
         raise self.error("%s must be a fix id or a table with title, steps and commands" % name)
+
+
+def entry_reader(raw: Dict[str, Any], path: str, kind: str, warnings: List[str], fixes: Dict[str, Fix]) -> EntryReader:
+    """A reader for one entry; the entry's id must be a dotted lowercase name."""
+    plain = EntryReader(raw, path, kind, "", warnings, fixes)
+    entry_id = plain.string("id", required=True)
+    if kind != "fix" and not ENTRY_ID.match(entry_id):
+        raise plain.error("%s id %r must be dotted lowercase words, e.g. 'gpu.memory'" % (kind, entry_id))
+    return EntryReader(raw, path, kind, entry_id, warnings, fixes)
 
 
 def build_fix(reader: EntryReader, fix_id: str, allowed: set) -> Fix:

@@ -15,41 +15,20 @@ in the report); the same id twice within one layer is an error.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from preflight.engine.compare import COMPARISONS
-from preflight.engine.fields import ENTRY_ID, EntryReader, build_fix, close_matches
-from preflight.engine.model import PROFILES, SEVERITIES, Fix, Rule
+from preflight.engine.fields import EntryReader, build_fix, close_matches, entry_reader
+from preflight.engine.fix import Fix
+from preflight.engine.model import PROFILES, SEVERITIES, Rule
+from preflight.engine.placeholders import BASE_PLACEHOLDERS, all_placeholders
 from preflight.errors import PreflightError, RuleFileError
 from preflight.facts.catalog import CONDITIONS, FACTS
 
 _RULE_KEYS = {"id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message", "pass_message",
               "labels", "fix", "fixes", "why", "source", "profile"}
-_TOP_LEVEL = ("rule", "fix", "failure", "workload", "gpu", "schema")
-BASE_PLACEHOLDERS = {"observed", "expected", "subject", "profile", "rule_id", "title"}
-
-
-@functools.lru_cache(maxsize=1)
-def all_placeholders() -> frozenset:
-    """Every name a shared [[fix]] may use: result values, fact details and values, and log values."""
-    from preflight.diagnose.catalog import DERIVED_FROM_GROUPS, LOG_VALUES, RUN_PREFIX, fact_variable
-
-    names = set(BASE_PLACEHOLDERS) | set(LOG_VALUES)
-    for derived in DERIVED_FROM_GROUPS.values():
-        names.update(derived)
-    names.update(RUN_PREFIX + name for name in LOG_VALUES)
-    for fact in FACTS.values():
-        names.update(fact.details)
-        names.add(fact_variable(fact.path))
-    for comparison in COMPARISONS.values():
-        names.update(comparison.details)
-        names.update(comparison.params)
-    return frozenset(names)
-
-
 class RuleSet:
     def __init__(self) -> None:
         self.rules: Dict[str, Rule] = {}
@@ -108,23 +87,36 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
 
     ruleset = RuleSet()
     parsed = [[(path, _read_toml(path, ruleset)) for path in files] for files in layers]
+    wanted = {"failures": failures, "capacity": capacity}
     # Fixes first: rules and failures in any layer may name a fix from any layer.
-    _add_entries(ruleset, parsed, "fix", ruleset.fixes, _build_fix)
-    _add_entries(ruleset, parsed, "rule", ruleset.rules, _build_rule)
-    if failures:
-        from preflight.diagnose.catalog import build_failure
-
-        _add_entries(ruleset, parsed, "failure", ruleset.failures, build_failure)
-        for failure in ruleset.failures.values():
-            failure.link(ruleset)
-    if capacity:
-        from preflight.capacity.catalog import build_gpu, build_workload
-
-        _add_entries(ruleset, parsed, "workload", ruleset.workloads, build_workload)
-        _add_entries(ruleset, parsed, "gpu", ruleset.gpus, build_gpu)
+    for kind, attribute, builder, needs in ENTRY_KINDS:
+        if needs is None or wanted[needs]:
+            _add_entries(ruleset, parsed, kind, getattr(ruleset, attribute), _builder(builder))
+    for failure in ruleset.failures.values():
+        failure.link(ruleset)
     for files in layers:
         ruleset.files.extend(files)
     return ruleset
+
+
+# Every kind of entry a rule file holds, in the order they are built: the RuleSet attribute it fills, its
+# builder ("module:function", imported only when that kind is loaded, which keeps the diagnose and capacity
+# models off check's path), and the load() option that asks for it (None: always).
+ENTRY_KINDS = (
+    ("fix", "fixes", "preflight.engine.loader:build_fix_entry", None),
+    ("rule", "rules", "preflight.engine.loader:build_rule", None),
+    ("failure", "failures", "preflight.diagnose.catalog:build_failure", "failures"),
+    ("workload", "workloads", "preflight.capacity.catalog:build_workload", "capacity"),
+    ("gpu", "gpus", "preflight.capacity.catalog:build_gpu", "capacity"),
+)
+_TOP_LEVEL = tuple(kind for kind, _, _, _ in ENTRY_KINDS) + ("schema",)
+
+
+def _builder(reference: str):
+    import importlib
+
+    module, _, function = reference.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def _add_entries(ruleset: RuleSet, parsed, kind: str, into: Dict[str, Any], build) -> None:
@@ -174,23 +166,13 @@ def _tables(data: Dict[str, Any], key: str, path: str) -> List[Dict[str, Any]]:
     return tables
 
 
-def reader(raw: Dict[str, Any], path: str, ruleset: RuleSet, kind: str) -> EntryReader:
-    """A reader for one entry; the entry's id must be a dotted lowercase name."""
-    plain = EntryReader(raw, path, kind, "", ruleset.warnings, ruleset.fixes)
-    entry_id = plain.string("id", required=True)
-    pattern_ok = ENTRY_ID.match(entry_id) if kind != "fix" else True
-    if not pattern_ok:
-        raise plain.error("%s id %r must be dotted lowercase words, e.g. 'gpu.memory'" % (kind, entry_id))
-    return EntryReader(raw, path, kind, entry_id, ruleset.warnings, ruleset.fixes)
-
-
-def _build_fix(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Fix:
+def build_fix_entry(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Fix:
     entry = EntryReader(raw, path, "fix", "", ruleset.warnings, ruleset.fixes)
     return build_fix(entry, entry.string("id", required=True), all_placeholders())
 
 
-def _build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
-    entry = reader(raw, path, ruleset, "rule")
+def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
+    entry = entry_reader(raw, path, "rule", ruleset.warnings, ruleset.fixes)
     rule_id = entry.entry_id
     compare_name = raw.get("compare")
     entry.warn_unknown(_RULE_KEYS | set(COMPARISONS[compare_name].params if compare_name in COMPARISONS else ()))

@@ -1,0 +1,59 @@
+"""The vocabulary of ``{name}`` placeholders that messages, fixes and failure contexts may use.
+
+One place for every name: a result's own values, each fact's value and
+details, each comparison's details and parameters, and the values a failure
+pattern captures from a log line (also as ``run_<name>``, filled from the log
+only). The loader checks every placeholder in a rule file against it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from preflight.engine.compare import COMPARISONS
+from preflight.facts.catalog import FACTS
+
+BASE_PLACEHOLDERS = {"observed", "expected", "subject", "profile", "rule_id", "title"}
+
+# Values a failure pattern can capture from a log line (named groups), which
+# any fix may use. An entry may capture other names for its own context and
+# inline fix.
+LOG_VALUES = {
+    "requested": "memory the failed allocation asked for (12.50 GiB)",
+    "cuda_device": "CUDA device index named in the message",
+    "gpu_sm": "the GPU's architecture named in the message (sm_120)",
+    "torch_archs": "the architectures torch says it supports",
+    "driver_cuda_code": "the driver's CUDA version as PyTorch prints it (11040); gives {driver_cuda} and {run_driver_cuda}",
+    "missing": "a module that could not be imported; gives {missing_pip}",
+    "observed": "the value the message reports (for example an unsatisfied requirement)",
+    "conda_env": "a conda environment name",
+    "requirement": "a pip requirement",
+    "device": "a --device value",
+}
+# Values computed from a named group (see diagnose.diagnosis).
+DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda"), "missing": ("missing_pip",),
+                       "gpu_sm": ("arch_index_url",)}
+# Every captured value is also available as run_<name>: filled only from the
+# log, never from this machine's facts, for lines about the failed run itself.
+RUN_PREFIX = "run_"
+
+
+def fact_variable(path: str) -> str:
+    """The template name of a fact's value: gpu.memory.total -> gpu_memory_total."""
+    return path.replace(".", "_")
+
+
+@functools.lru_cache(maxsize=1)
+def all_placeholders() -> frozenset:
+    """Every name a shared [[fix]] may use: result values, fact details and values, and log values."""
+    names = set(BASE_PLACEHOLDERS) | set(LOG_VALUES)
+    for derived in DERIVED_FROM_GROUPS.values():
+        names.update(derived)
+    names.update(RUN_PREFIX + name for name in LOG_VALUES)
+    for fact in FACTS.values():
+        names.update(fact.details)
+        names.add(fact_variable(fact.path))
+    for comparison in COMPARISONS.values():
+        names.update(comparison.details)
+        names.update(comparison.params)
+    return frozenset(names)
