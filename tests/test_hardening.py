@@ -241,3 +241,22 @@ def test_a_bad_torch_arch_cache_entry_is_a_miss_and_is_rewritten(tmp_path, fake_
         assert again.returncode == first.returncode, again.stderr
         assert json.loads(again.stdout)["results"][0]["status"] == json.loads(first.stdout)["results"][0]["status"]
         assert json.loads(path.read_text()) == {key: ["sm_80", "sm_90"]}  # rewritten whole
+
+
+# --- replaying without nvidia-ml-py --------------------------------------------------------------
+
+def test_a_replay_without_nvidia_ml_py_reports_it_as_the_live_path_does(tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "pynvml.py").write_text("raise ImportError('No module named pynvml (blocked for this test)')\n")
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--format", "json",
+                        env={"PYTHONPATH": str(blocked)})
+    assert completed.returncode == 1, completed.stderr
+    result = [r for r in json.loads(completed.stdout)["results"] if r["id"] == "nvml.init"][0]
+    assert result["status"] == "fail" and "nvidia-ml-py" in result["message"]
+    assert result["fix"] and "pip install" in " ".join(result["fix"]["commands"])
+    # A bad fixture is still the file's fault, pynvml or not.
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    completed = run_cli("check", "--nvml-fixture", str(bad), env={"PYTHONPATH": str(blocked)})
+    assert completed.returncode == 2 and "'format' must be" in completed.stderr

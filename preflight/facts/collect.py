@@ -102,7 +102,10 @@ def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
             # error (exit 2), not an unknown fact.
             from preflight.probes import nvml as nvml_probe
 
-            binding = nvml_probe.load_binding(options.nvml_fixture)
+            try:
+                binding = nvml_probe.load_binding(options.nvml_fixture)
+            except nvml_probe.BindingMissing as exc:
+                binding = _MissingBinding(str(exc))
         plan["nvml"] = lambda: _probe_nvml(binding)
     if "host" in probes:
         plan["host"] = lambda: host.probe(environ=options.environ)
@@ -116,9 +119,18 @@ def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
     return tasks
 
 
+class _MissingBinding:
+    """nvidia-ml-py cannot be imported, so even a recording cannot be replayed: reported as on a live machine."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
 def _probe_nvml(binding):
     from preflight.probes import nvml as nvml_probe
 
+    if isinstance(binding, _MissingBinding):
+        return nvml_probe.binding_missing(binding.reason)
     return nvml_probe.probe(binding)
 
 

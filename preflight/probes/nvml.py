@@ -50,13 +50,18 @@ def import_pynvml():
 
 
 def load_binding(fixture_path: Optional[str] = None):
-    """The real library, or a replay of ``fixture_path``."""
-    pynvml = import_pynvml()
-    if fixture_path:
-        from preflight.probes.nvml_replay import ReplayBinding
+    """The real library, or a replay of ``fixture_path``.
 
-        return ReplayBinding.from_file(pynvml, fixture_path)
-    return pynvml
+    A fixture file is read and checked first (a bad file is the user's error,
+    exit 2); BindingMissing follows only when the file is good but nvidia-ml-py
+    cannot be imported, and the probe reports that as the live path does.
+    """
+    if fixture_path:
+        from preflight.probes.nvml_replay import ReplayBinding, load_fixture
+
+        fixture = load_fixture(fixture_path)
+        return ReplayBinding(import_pynvml(), fixture, source=fixture_path)
+    return import_pynvml()
 
 
 def probe(binding=None, fixture_path: Optional[str] = None) -> Dict[str, Any]:
@@ -65,7 +70,7 @@ def probe(binding=None, fixture_path: Optional[str] = None) -> Dict[str, Any]:
         try:
             binding = load_binding(fixture_path)
         except BindingMissing as exc:
-            return _init_failed("binding_missing", "ImportError", None, "cannot import pynvml (nvidia-ml-py): %s" % exc)
+            return binding_missing(str(exc))
     live = not getattr(binding, "is_replay", False)
     try:
         binding.nvmlInit()
@@ -79,6 +84,10 @@ def probe(binding=None, fixture_path: Optional[str] = None) -> Dict[str, Any]:
             binding.nvmlShutdown()
         except binding.NVMLError:
             pass
+
+
+def binding_missing(reason: str) -> Dict[str, Any]:
+    return _init_failed("binding_missing", "ImportError", None, "cannot import pynvml (nvidia-ml-py): %s" % reason)
 
 
 def _init_failed(status: str, error: str, code, message: str) -> Dict[str, Any]:
