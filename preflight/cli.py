@@ -27,10 +27,10 @@ import click
 
 from preflight import __version__
 from preflight.errors import ExitCode, PreflightError
+from preflight.render.formats import FORMATS
 
 _PROFILES = ("train", "inference", "node")
 _COLORS = click.Choice(["auto", "always", "never"])
-CHECK_FORMATS = ("text", "json", "junit", "prometheus", "nfd", "npd")
 
 
 def _split(values) -> List[str]:
@@ -183,7 +183,7 @@ def cli() -> None:
 
 @cli.command()
 @declare(CHECK)
-@click.option("--format", "output_format", type=click.Choice(CHECK_FORMATS), default="text", show_default=True,
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True,
               help="text for people; json (preflight.report/1); junit for CI; prometheus for node_exporter's textfile "
                    "collector; nfd for Node Feature Discovery's features.d; npd for node-problem-detector "
                    "(exit 0 OK, 1 problem, 2 unknown).")

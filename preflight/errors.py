@@ -71,3 +71,7 @@ class SelectionError(PreflightError):
 
 class OutputError(PreflightError):
     """The report cannot be written where it should go (a full disk, a closed standard output)."""
+
+
+class ProbeError(Exception):
+    """A probe ran but could not produce its facts; the message says why (the facts become unknown)."""

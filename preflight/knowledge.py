@@ -53,6 +53,8 @@ TORCH_WHEEL_CUDA: List[Tuple[int, int]] = [
     (11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0),
 ]
 TORCH_WHEEL_INDEX = "https://download.pytorch.org/whl/"
+# The variant suggested when the driver is unknown: the oldest that covers every current GPU (Blackwell included).
+DEFAULT_WHEEL_CUDA = (12, 8)
 
 # nvmlDeviceGetBrand values as the container toolkit spells them in
 # NVIDIA_REQUIRE_* terms (brand=tesla, brand=nvidiartx, ...).

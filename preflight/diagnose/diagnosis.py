@@ -24,13 +24,14 @@ from preflight.engine.loader import RuleSet
 from preflight.engine.placeholders import RUN_PREFIX, fact_variable
 from preflight.errors import ExitCode
 from preflight.facts.catalog import FACTS, Facts, Unknown
+from preflight.facts.derived import index_url
 
 # Values every fix may rely on when nothing better is known. A wheel index for
 # an unknown driver is the newest that covers every current GPU.
 GENERIC_DEFAULTS = {
     "python_executable": "python",
-    "index_url": "https://download.pytorch.org/whl/cu128",
-    "arch_index_url": "https://download.pytorch.org/whl/cu128",
+    "index_url": index_url(knowledge.DEFAULT_WHEEL_CUDA),
+    "arch_index_url": index_url(knowledge.DEFAULT_WHEEL_CUDA),
 }
 
 # Words for a fix title when a value is unknown (titles cannot be left out).

@@ -65,11 +65,8 @@ class EntryReader:
         """A fix named by id, or written inline as a table."""
         if isinstance(value, str):
             if value not in self.fixes:
-                import difflib
-
-                close = difflib.get_close_matches(value, list(self.fixes), n=3)
                 raise self.error("%s names fix '%s', which no rule file defines%s"
-                                 % (name, value, " (did you mean %s?)" % " or ".join(close) if close else ""))
+                                 % (name, value, close_matches(value, self.fixes)))
             return self.fixes[value]
         if isinstance(value, dict):
             inline = EntryReader(value, self.path, self.kind, self.entry_id, self.warnings, self.fixes)
@@ -96,10 +93,16 @@ def build_fix(reader: EntryReader, fix_id: str, allowed: set) -> Fix:
     return fix
 
 
-def close_matches(word: str, choices: Iterable[str]) -> str:
+def suggestions(word: str, choices: Iterable[str]) -> List[str]:
+    """Up to three of ``choices`` that look like ``word`` (a typo's likely meaning)."""
     import difflib
 
-    close = difflib.get_close_matches(word, list(choices), n=3)
+    return difflib.get_close_matches(word, list(choices), n=3)
+
+
+def close_matches(word: str, choices: Iterable[str]) -> str:
+    """" (did you mean a or b?)" for a message, or "" when nothing is close."""
+    close = suggestions(word, choices)
     return " (did you mean %s?)" % " or ".join(close) if close else ""
 
 

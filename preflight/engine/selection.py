@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional
 
+from preflight.engine.fields import suggestions
 from preflight.engine.loader import RuleSet, validate_params
 from preflight.engine.model import SEVERITIES, Rule
 from preflight.errors import SelectionError
@@ -26,9 +27,7 @@ def _best(rule_id: str, selectors: Iterable[str]) -> int:
 def _check_selectors(ruleset: RuleSet, selectors: List[str], option: str) -> None:
     for selector in selectors:
         if not any(matches(rule_id, selector) for rule_id in ruleset.rules):
-            import difflib
-
-            close = difflib.get_close_matches(selector, list(ruleset.rules), n=3)
+            close = suggestions(selector, ruleset.rules)
             raise SelectionError("%s %s: no rule id is or starts with '%s'" % (option, selector, selector),
                                  "did you mean %s?" % " or ".join(close) if close else "'preflight rules' lists every rule id")
 

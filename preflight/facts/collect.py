@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from preflight import __version__
+from preflight.errors import ProbeError
 from preflight.facts.snapshot import SCHEMA
 
 # Every probe a snapshot can hold, in the order they are reported.
@@ -57,7 +58,7 @@ class _Task:
             self.result = self._function()
         except Exception as exc:  # a probe must never take the run down with it
             message = str(exc) or type(exc).__name__
-            self.error = message if type(exc).__name__ == "ProbeError" else "%s: %s" % (type(exc).__name__, message)
+            self.error = message if isinstance(exc, ProbeError) else "%s: %s" % (type(exc).__name__, message)
         self.seconds = round(time.monotonic() - started, 4)
 
 

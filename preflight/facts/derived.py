@@ -48,7 +48,7 @@ def wheel_cuda_for(driver_cuda: Optional[str], ccs: Sequence[str] = ()) -> Tuple
     if driver_cuda:
         choice = fitting or (11, 8)  # 11.x drivers run cu118 under minor-version compatibility
     else:
-        choice = (12, 8)
+        choice = knowledge.DEFAULT_WHEEL_CUDA
     parsed = [knowledge.parse_major_minor(cc) for cc in ccs if cc]
     if any(cc and cc[0] >= 10 for cc in parsed):
         choice = max(choice, (12, 8))

@@ -7,12 +7,8 @@ import os
 import shutil
 from typing import Any, Dict, List, Optional
 
-from preflight.errors import PreflightError
+from preflight.errors import PreflightError, ProbeError
 from preflight.probes import pyenv
-
-
-class ProbeError(Exception):
-    """The probe ran but could not produce its facts; the message says why."""
 
 
 def resolve_interpreter(python: str) -> str:

@@ -15,7 +15,7 @@ import tempfile
 from typing import Any, Dict, List, Optional
 
 from preflight.probes import process
-from preflight.probes.python_env import ProbeError
+from preflight.errors import ProbeError
 
 _SCRIPT = "import sys, torch; sys.stdout.write('\\n' + str(torch._C._cuda_getArchFlags()) + '\\n')"
 

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from preflight.knowledge import parse_major_minor
+
 
 def _cc_key(gpu: Dict[str, Any]):
-    cc = gpu.get("compute_capability") or "0.0"
-    try:
-        major, minor = (int(part) for part in cc.split(".")[:2])
-    except ValueError:
-        major, minor = 0, 0
+    major, minor = parse_major_minor(gpu.get("compute_capability")) or (0, 0)
     return (-major, -minor, gpu.get("index", 0))
 
 

@@ -6,12 +6,13 @@ from typing import List
 
 from preflight import units
 from preflight.diagnose.diagnosis import Diagnosis
+from preflight.render.blocks import LABELS, fix_lines, paint
 
-_STATUS = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "error": "ERROR", "skip": "SKIP"}
 
 
 def render(diagnosis: Diagnosis, color: bool = False) -> str:
-    bold = (lambda t: "\033[1m%s\033[0m" % t) if color else (lambda t: t)
+    def bold(text: str) -> str:
+        return paint(text, "1", color)
     found = diagnosis.findings
     head = "preflight diagnose: %s (%d lines, %s): " % (diagnosis.source, diagnosis.scan.lines,
                                                        units.format_bytes(diagnosis.scan.bytes, binary=False))
@@ -42,11 +43,9 @@ def render(diagnosis: Diagnosis, color: bool = False) -> str:
         for context in finding.context:
             lines.append("   here: %s" % context)
         for check in finding.checks:
-            lines.append("   preflight check %s (%s): %s %s" % (check.id, check.subject, _STATUS[check.status],
+            lines.append("   preflight check %s (%s): %s %s" % (check.id, check.subject, LABELS[check.status],
                                                                check.message))
-        lines.append("   fix: %s" % finding.fix["title"])
-        lines.extend("     - %s" % step for step in finding.fix["steps"])
-        lines.extend("     $ %s" % command for command in finding.fix["commands"])
+        lines.extend(fix_lines(finding.fix, "   "))
         if failure.rules:
             lines.append("   caught before a run by: preflight check --select %s" % ",".join(failure.rules))
     return "\n".join(lines)

@@ -16,8 +16,9 @@ from preflight.report import Report
 def _fix_text(fix) -> str:
     if not fix:
         return ""
-    lines = ["fix: %s" % fix["title"]] + ["  - %s" % s for s in fix["steps"]] + ["  $ %s" % c for c in fix["commands"]]
-    return "\n".join(lines)
+    from preflight.render.blocks import fix_lines
+
+    return "\n".join(fix_lines(fix))
 
 
 def render(report: Report) -> str:

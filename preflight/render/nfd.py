@@ -16,6 +16,7 @@ import time
 from typing import Dict, List, Optional
 
 from preflight import __version__
+from preflight.knowledge import parse_major_minor
 from preflight.report import Report
 
 PREFIX = "preflight."
@@ -53,7 +54,7 @@ def _gpu_labels(report: Report) -> List[str]:
             labels.append("%scuda.runtime-version.%s=%s" % (PREFIX, name, label_value(part)))
     if gpus:
         # Like GFD, describe the node by its GPUs; on a mixed node, by the least capable one.
-        ccs = [tuple(int(p) for p in g["compute_capability"].split(".")) for g in gpus if g.get("compute_capability")]
+        ccs = [cc for cc in (parse_major_minor(g.get("compute_capability")) for g in gpus) if cc]
         memory = [g["memory"]["total"] for g in gpus if g.get("memory")]
         if ccs:
             lowest = min(ccs)

@@ -54,11 +54,9 @@ def list_json(rules: List[Rule]) -> str:
 
 
 def _fix_lines(fix: Fix, values: Dict[str, Any], indent: str) -> List[str]:
-    rendered = fix.render(values)
-    lines = ["%s%s" % (indent, rendered["title"])]
-    lines += ["%s  - %s" % (indent, step) for step in rendered["steps"]]
-    lines += ["%s  $ %s" % (indent, command) for command in rendered["commands"]]
-    return lines
+    from preflight.render.blocks import fix_lines
+
+    return fix_lines(fix.render(values), indent, label="")
 
 
 def explain(rule: Rule) -> str:

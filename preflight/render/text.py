@@ -6,13 +6,8 @@ from typing import List
 
 from preflight import __version__
 from preflight.report import Report
+from preflight.render.blocks import COLORS, LABELS, fix_lines, paint
 
-_LABELS = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP", "error": "ERROR"}
-_COLORS = {"pass": "32", "fail": "1;31", "warn": "33", "skip": "2", "error": "1;35"}
-
-
-def _paint(text: str, code: str, color: bool) -> str:
-    return "\033[%sm%s\033[0m" % (code, text) if color else text
 
 
 def _plural(count: int, word: str) -> str:
@@ -28,18 +23,14 @@ def render(report: Report, quiet: bool = False, color: bool = False) -> str:
         lines.append("preflight %s | profile %s | facts: %s%s" % (
             __version__, report.profile, report.facts_source, " | strict" if report.strict else ""))
     for result in shown:
-        label = _LABELS[result.status]
-        mark = _paint(label.ljust(5), _COLORS[result.status], color)
+        mark = paint(LABELS[result.status].ljust(5), COLORS[result.status], color)
         severity = " (%s)" % result.severity if result.status == "fail" and result.severity != "error" else ""
         lines.append("%s  %s  %s  %s%s" % (mark, result.id.ljust(id_width), result.subject.ljust(subject_width),
                                            result.message, severity))
         if result.fix:
-            indent = " " * 7
-            lines.append("%sfix: %s" % (indent, result.fix["title"]))
-            lines.extend("%s  - %s" % (indent, step) for step in result.fix["steps"])
-            lines.extend("%s  $ %s" % (indent, command) for command in result.fix["commands"])
+            lines.extend(fix_lines(result.fix, " " * 7))
     counts = report.counts()
-    verdict = _paint("OK", "32", color) if report.ok else _paint("FAILED", "1;31", color)
+    verdict = paint("OK", COLORS["pass"], color) if report.ok else paint("FAILED", COLORS["fail"], color)
     if lines and not quiet:
         lines.append("")
     lines.append("%d passed, %s, %d failed, %s, %d skipped: %s (exit %d)" % (
