@@ -11,7 +11,7 @@ import pytest
 
 from conftest import NVML_FIXTURES, SHARED_NVML, nvml_fixture, run_cli, write_fixture
 from preflight.errors import FixtureError
-from preflight.probes import host, nvml, nvml_replay, pyenv, torch_arch
+from preflight.probes import host, interpreter_script, nvml, nvml_replay, torch_arch
 from preflight.probes.python_env import ProbeError
 
 
@@ -153,7 +153,7 @@ def test_torch_version_file_is_parsed_never_run(tmp_path):
     marker = tmp_path / "ran"
     source = ("import os\nopen(%r, 'w').write('x')\n__version__ = '2.1.0+cu121'\n"
               "cuda: 'Optional[str]' = '12.1'\nhip = None\nfrom typing import Optional\n" % str(marker))
-    values = pyenv._literal_assignments(source)
+    values = interpreter_script._literal_assignments(source)
     assert values == {"__version__": "2.1.0+cu121", "cuda": "12.1", "hip": None}
     assert not marker.exists()
 
@@ -182,7 +182,7 @@ def test_probe_runs_under_old_pythons(tmp_path):
         python = Path("/root/.pyenv/versions/%s/bin/python" % version)
         if not python.exists():
             continue
-        completed = subprocess.run([str(python), pyenv.__file__, json.dumps({"packages": [{"name": "pip"}]})],
+        completed = subprocess.run([str(python), interpreter_script.__file__, json.dumps({"packages": [{"name": "pip"}]})],
                                    capture_output=True, text=True, timeout=60)
         assert completed.returncode == 0, completed.stderr
         facts = json.loads(completed.stdout)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Iterable, List, Optional
 
-from preflight.capacity.catalog import PRECISIONS, GpuModel, Workload
+from preflight.capacity.workloads import PRECISIONS, GpuModel, Workload
 from preflight.errors import PreflightError
 
 IMG_STRIDE = 32             # YOLOv9 rounds --img up to a multiple of its largest stride

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 from preflight.engine.loader import RuleSet
 from preflight.capacity import estimate
 from preflight.errors import PreflightError
-from preflight.facts.catalog import Facts, Unknown
+from preflight.facts.registry import SnapshotView, Unknown
 
 
 class Row:
@@ -99,7 +99,7 @@ def plan(request: Dict[str, Any], ruleset: RuleSet, snapshot: Optional[Dict[str,
 def _this_machine(request, batch: int, required: int, rule, snapshot):
     if snapshot is None:
         return [], None
-    facts = Facts(snapshot)
+    facts = SnapshotView(snapshot)
     try:
         nvml = facts.section("nvml")
         if nvml.get("init", {}).get("status") != "ok":

@@ -27,10 +27,10 @@ def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) 
 
 
 def list_facts() -> int:
-    from preflight.facts.catalog import FACTS
+    from preflight.facts.registry import REGISTRY
     from preflight.output import emit
 
-    width = max(len(path) for path in FACTS)
+    width = max(len(path) for path in REGISTRY)
     emit("\n".join("%s  %-8s  %-7s  %s" % (fact.path.ljust(width), fact.kind, "per-GPU" if fact.per_gpu else "",
-                                           fact.description) for fact in FACTS.values()))
+                                           fact.description) for fact in REGISTRY.values()))
     return ExitCode.OK

@@ -16,14 +16,14 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, List, Optional
 
 from preflight import knowledge, units
-from preflight.diagnose.catalog import Failure
+from preflight.diagnose.failures import Failure
 from preflight.diagnose.scan import Hit, ScanResult
 from preflight.engine import template
 from preflight.engine.evaluate import Result, evaluate
 from preflight.engine.loader import RuleSet
 from preflight.engine.placeholders import RUN_PREFIX, fact_variable
 from preflight.errors import ExitCode
-from preflight.facts.catalog import FACTS, Facts, Unknown
+from preflight.facts.registry import REGISTRY, SnapshotView, Unknown
 from preflight.facts.derived import index_url
 
 # Values every fix may rely on when nothing better is known. A wheel index for
@@ -108,7 +108,7 @@ def probes_for(found: Iterable[Finding], ruleset: RuleSet) -> set:
         rules = [ruleset.rules[r] for r in finding.failure.rules if r in ruleset.rules]
         needed |= probes_needed(rules)
         for path in finding.failure.facts:
-            needed.update(FACTS[path].probes)
+            needed.update(REGISTRY[path].probes)
     return needed
 
 
@@ -122,14 +122,14 @@ def _text(value: Any, kind: str) -> Optional[str]:
     return str(value)
 
 
-def _gpu_or_none(facts: Facts, index: int) -> Optional[Dict[str, Any]]:
+def _gpu_or_none(facts: SnapshotView, index: int) -> Optional[Dict[str, Any]]:
     try:
         return facts.gpu(index)
     except Unknown:
         return None
 
 
-def _fact_values(failure: Failure, facts: Facts, cuda_device: Optional[str]) -> List[Dict[str, Any]]:
+def _fact_values(failure: Failure, facts: SnapshotView, cuda_device: Optional[str]) -> List[Dict[str, Any]]:
     """One set of values for the system, or one per GPU the failure concerns."""
     system: Dict[str, Any] = {}
     per_gpu: Dict[int, Dict[str, Any]] = {}
@@ -140,7 +140,7 @@ def _fact_values(failure: Failure, facts: Facts, cuda_device: Optional[str]) -> 
     if cuda_device is not None and cuda_device.isdigit() and int(cuda_device) < len(visible):
         visible = [visible[int(cuda_device)]]  # the log names a CUDA index: the visible GPU at that position
     for path in failure.facts:
-        fact = FACTS[path]
+        fact = REGISTRY[path]
         subjects = [(i, _gpu_or_none(facts, i)) for i in visible] if fact.per_gpu else [(None, None)]
         for index, gpu in subjects:
             if index is not None and gpu is None:
@@ -199,7 +199,7 @@ def _related_checks(failure: Failure, ruleset: RuleSet, snapshot, profile: str) 
 
 def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], profile: str = "train") -> None:
     """Fill in each finding's context, fix and related check results."""
-    facts = Facts(snapshot) if snapshot is not None else None
+    facts = SnapshotView(snapshot) if snapshot is not None else None
     for finding in found:
         failure = finding.failure
         groups = finding.hit.groups

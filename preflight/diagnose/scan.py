@@ -19,7 +19,7 @@ import re
 from collections import deque
 from typing import BinaryIO, Deque, Dict, List, Optional, Tuple
 
-from preflight.diagnose.catalog import Failure
+from preflight.diagnose.failures import Failure
 
 CHUNK = 4 << 20
 MAX_LINE = 64 << 10     # longer lines are only looked at around a match

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Set
 from preflight.engine import template
 from preflight.engine.compare import ERROR, FAIL, PASS, WARN
 from preflight.engine.model import Rule
-from preflight.facts.catalog import CONDITIONS, Facts, Unknown
+from preflight.facts.registry import CONDITIONS, SnapshotView, Unknown
 
 SKIP = "skip"
 STATUSES = (PASS, FAIL, WARN, SKIP, ERROR)
@@ -45,14 +45,14 @@ def probes_needed(rules: List[Rule]) -> Set[str]:
 
 
 def evaluate(rules: List[Rule], snapshot: Dict[str, Any], profile: Optional[str]) -> List[Result]:
-    facts = Facts(snapshot)
+    facts = SnapshotView(snapshot)
     results: List[Result] = []
     for rule in rules:
         results.extend(_evaluate_rule(rule, facts, profile))
     return results
 
 
-def _evaluate_rule(rule: Rule, facts: Facts, profile: Optional[str]) -> List[Result]:
+def _evaluate_rule(rule: Rule, facts: SnapshotView, profile: Optional[str]) -> List[Result]:
     params, texts = rule.params_for(profile)
     severity = rule.severity_for(profile)
     expected = rule.comparison.expected(params, texts)

@@ -25,7 +25,7 @@ from preflight.engine.fix import Fix
 from preflight.engine.model import PROFILES, SEVERITIES, Rule
 from preflight.engine.placeholders import BASE_PLACEHOLDERS, all_placeholders
 from preflight.errors import PreflightError, RuleFileError
-from preflight.facts.catalog import CONDITIONS, FACTS
+from preflight.facts.registry import CONDITIONS, REGISTRY
 
 _RULE_KEYS = {"id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message", "pass_message",
               "labels", "fix", "fixes", "why", "source", "profile"}
@@ -105,9 +105,9 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
 ENTRY_KINDS = (
     ("fix", "fixes", "preflight.engine.loader:build_fix_entry", None),
     ("rule", "rules", "preflight.engine.loader:build_rule", None),
-    ("failure", "failures", "preflight.diagnose.catalog:build_failure", "failures"),
-    ("workload", "workloads", "preflight.capacity.catalog:build_workload", "capacity"),
-    ("gpu", "gpus", "preflight.capacity.catalog:build_gpu", "capacity"),
+    ("failure", "failures", "preflight.diagnose.failures:build_failure", "failures"),
+    ("workload", "workloads", "preflight.capacity.workloads:build_workload", "capacity"),
+    ("gpu", "gpus", "preflight.capacity.workloads:build_gpu", "capacity"),
 )
 _TOP_LEVEL = tuple(kind for kind, _, _, _ in ENTRY_KINDS) + ("schema",)
 
@@ -195,10 +195,10 @@ def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
             raise entry.error("unknown condition %r in 'when' (conditions: %s)" % (condition, ", ".join(CONDITIONS)))
 
     fact_name = entry.string("fact", required=True)
-    if fact_name not in FACTS:
-        raise entry.error("unknown fact '%s'%s" % (fact_name, close_matches(fact_name, FACTS)),
+    if fact_name not in REGISTRY:
+        raise entry.error("unknown fact '%s'%s" % (fact_name, close_matches(fact_name, REGISTRY)),
                           hint="'preflight facts --list' shows every fact a rule can read")
-    fact = FACTS[fact_name]
+    fact = REGISTRY[fact_name]
     compare_name = entry.string("compare", required=True)
     if compare_name not in COMPARISONS:
         raise entry.error("unknown comparison '%s' (comparisons: %s)" % (compare_name, ", ".join(COMPARISONS)))

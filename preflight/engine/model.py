@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from preflight.engine.compare import Comparison, param_text, value_text
 from preflight.engine.fix import Fix
-from preflight.facts.catalog import Fact
+from preflight.facts.registry import Fact
 
 SEVERITIES = ("error", "warning", "info")
 PROFILES = ("train", "inference", "node")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 from preflight.engine.compare import COMPARISONS
-from preflight.facts.catalog import FACTS
+from preflight.facts.registry import REGISTRY
 
 BASE_PLACEHOLDERS = {"observed", "expected", "subject", "profile", "rule_id", "title"}
 
@@ -50,7 +50,7 @@ def all_placeholders() -> frozenset:
     for derived in DERIVED_FROM_GROUPS.values():
         names.update(derived)
     names.update(RUN_PREFIX + name for name in LOG_VALUES)
-    for fact in FACTS.values():
+    for fact in REGISTRY.values():
         names.update(fact.details)
         names.add(fact_variable(fact.path))
     for comparison in COMPARISONS.values():

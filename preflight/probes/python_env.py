@@ -8,7 +8,7 @@ import shutil
 from typing import Any, Dict, List, Optional
 
 from preflight.errors import PreflightError, ProbeError
-from preflight.probes import pyenv
+from preflight.probes import interpreter_script
 
 
 def resolve_interpreter(python: str) -> str:
@@ -24,11 +24,11 @@ def resolve_interpreter(python: str) -> str:
 
 def probe(packages: List[Dict[str, Any]], python: Optional[str] = None, timeout: float = 10.0) -> Dict[str, Any]:
     if python is None:
-        return pyenv.probe(packages)
+        return interpreter_script.probe(packages)
     from preflight.probes import process
 
     try:
-        completed = process.run([python, pyenv.__file__, json.dumps({"packages": packages})], timeout)
+        completed = process.run([python, interpreter_script.__file__, json.dumps({"packages": packages})], timeout)
     except process.CommandTimeout as exc:
         raise ProbeError("%s gave no answer within %.1f s" % (python, exc.seconds))
     except process.CommandFailed as exc:

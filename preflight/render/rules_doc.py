@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional
 
-from preflight.engine.model import Fix, Rule
-from preflight.facts.catalog import CONDITIONS, FACTS
+from preflight.engine.fix import Fix
+from preflight.engine.model import Rule
+from preflight.facts.registry import CONDITIONS, REGISTRY
 
 
 def _params_text(rule: Rule, profile: Optional[str]) -> str:
@@ -120,7 +121,7 @@ def markdown(rules: List[Rule]) -> str:
         for heading, fix in fixes:
             out.append("- %s: **%s**" % (heading, fix.title))
     out += ["", "# Facts", "", "| fact | kind | per GPU | what |", "|---|---|---|---|"]
-    for fact in FACTS.values():
+    for fact in REGISTRY.values():
         kind = fact.kind + (" (%s)" % ", ".join(fact.values) if fact.values else "")
         out.append("| `%s` | %s | %s | %s |" % (fact.path, kind, "yes" if fact.per_gpu else "", fact.description))
     out += ["", "# Conditions (`when`)", "", "| name | holds when |", "|---|---|"]

@@ -25,7 +25,7 @@ class Unknown(Exception):
     """A fact that could not be known; the message says why."""
 
 
-class Facts:
+class SnapshotView:
     """Read access to one snapshot, raising ``Unknown`` with the reason for what is missing."""
 
     def __init__(self, snapshot: Dict[str, Any]) -> None:
@@ -57,7 +57,7 @@ class Facts:
         return self.section("python").get("torch") or {"installed": False}
 
 
-Compute = Callable[[Facts, Optional[Dict[str, Any]]], Any]
+Compute = Callable[[SnapshotView, Optional[Dict[str, Any]]], Any]
 
 
 class Fact:
@@ -75,7 +75,7 @@ class Fact:
         self.details = details
         self.implies = implies
 
-    def read(self, facts: Facts, gpu: Optional[Dict[str, Any]] = None) -> Tuple[Any, Dict[str, Any]]:
+    def read(self, facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Tuple[Any, Dict[str, Any]]:
         """(value, details); raises Unknown."""
         if self.per_gpu and gpu is not None and gpu.get("lost") and self.path != "gpu.health.problems":
             raise Unknown("GPU %s is lost; NVML cannot read it" % gpu.get("index"))
@@ -89,7 +89,7 @@ class Condition:
     """A named precondition of a rule (``when = [...]``); ``check`` returns None when it holds, else the reason."""
 
     def __init__(self, name: str, description: str, probes: Tuple[str, ...],
-                 check: Callable[[Facts], Optional[str]]) -> None:
+                 check: Callable[[SnapshotView], Optional[str]]) -> None:
         self.name = name
         self.description = description
         self.probes = probes
@@ -116,7 +116,7 @@ def _system(section: str, *keys: str) -> Compute:
 def _per_gpu(*keys: str) -> Compute:
     read = _path(*keys)
 
-    def compute(facts: Facts, gpu: Optional[Dict[str, Any]]) -> Any:
+    def compute(facts: SnapshotView, gpu: Optional[Dict[str, Any]]) -> Any:
         value = read(gpu or {})
         for field in keys[:1]:
             if field in (gpu or {}).get("errors", {}):
@@ -127,7 +127,7 @@ def _per_gpu(*keys: str) -> Compute:
 
 def _nvml_system(field: str) -> Compute:
     """A system-wide NVML value; a query that failed is unknown, not missing."""
-    def compute(facts: Facts, gpu) -> Any:
+    def compute(facts: SnapshotView, gpu) -> Any:
         nvml = facts.section("nvml")
         error = (nvml.get("errors") or {}).get(field)
         if error:
@@ -141,13 +141,13 @@ def _gpu_details(gpu: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     return {"gpu_name": gpu.get("name") or "GPU %s" % gpu.get("index"), "gpu_index": gpu.get("index")}
 
 
-def _nvml_status(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+def _nvml_status(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     init = facts.section("nvml").get("init") or {}
     error = "%s (%s)" % (init.get("error"), init.get("code")) if init.get("error") else "none"
     return init.get("status"), {"nvml_error": error, "nvml_message": init.get("message") or ""}
 
 
-def _visible_count(facts: Facts, gpu) -> Tuple[int, Dict[str, Any]]:
+def _visible_count(facts: SnapshotView, gpu) -> Tuple[int, Dict[str, Any]]:
     visibility = facts.section("visibility")
     shown = visibility.get("cuda_visible_devices")
     return visibility.get("count", len(visibility.get("visible") or [])), {
@@ -157,14 +157,14 @@ def _visible_count(facts: Facts, gpu) -> Tuple[int, Dict[str, Any]]:
     }
 
 
-def _python_executable(facts: Facts) -> str:
+def _python_executable(facts: SnapshotView) -> str:
     try:
         return facts.section("python").get("executable") or "python"
     except Unknown:
         return "python"
 
 
-def _torch_build(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+def _torch_build(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     torch = facts.torch()
     driver_cuda = None
     ccs: List[str] = []
@@ -183,7 +183,7 @@ def _torch_build(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
     }
 
 
-def _cuda_compat(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+def _cuda_compat(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     nvml = facts.section("nvml")
     torch = facts.torch()
     value, details = derived.cuda_compat(nvml.get("driver_version"), nvml.get("cuda_driver_version"), torch.get("cuda"))
@@ -195,7 +195,7 @@ def _cuda_compat(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
     return value, details
 
 
-def _torch_kernels(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+def _torch_kernels(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     flags = facts.section("torch_arch").get("flags") or []
     compat, _ = _cuda_compat(facts, None)
     value, details = derived.torch_kernels(flags, (gpu or {}).get("compute_capability"),
@@ -209,19 +209,19 @@ def _torch_kernels(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
     return value, details
 
 
-def _health(facts: Facts, gpu) -> Tuple[List[str], Dict[str, Any]]:
+def _health(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
     problems = derived.health_problems(gpu or {})
     return problems, _gpu_details(gpu)
 
 
-def _mig(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+def _mig(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     selected = facts.section("visibility").get("mig_selected") or []
     details = _gpu_details(gpu)
     details["mig_devices"] = ", ".join((gpu or {}).get("mig_devices") or []) or "none listed"
     return derived.mig_state(gpu or {}, selected), details
 
 
-def _requirements_host(facts: Facts) -> Dict[str, Optional[str]]:
+def _requirements_host(facts: SnapshotView) -> Dict[str, Optional[str]]:
     nvml = facts.section("nvml")
     gpus = nvml.get("gpus") or []
     first = gpus[0] if gpus else {}
@@ -229,7 +229,7 @@ def _requirements_host(facts: Facts) -> Dict[str, Optional[str]]:
             "arch": first.get("compute_capability"), "brand": first.get("brand")}
 
 
-def _unsatisfied(facts: Facts, gpu) -> Tuple[List[str], Dict[str, Any]]:
+def _unsatisfied(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
     container = facts.section("container")
     host = _requirements_host(facts)
     return derived.unsatisfied_requirements(container, host), {
@@ -237,7 +237,7 @@ def _unsatisfied(facts: Facts, gpu) -> Tuple[List[str], Dict[str, Any]]:
     }
 
 
-def _missing_capabilities(facts: Facts, gpu) -> Tuple[List[str], Dict[str, Any]]:
+def _missing_capabilities(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
     capabilities = facts.section("container").get("NVIDIA_DRIVER_CAPABILITIES")
     return derived.missing_capabilities(capabilities), {"driver_capabilities": capabilities or "(unset)"}
 
@@ -245,7 +245,7 @@ def _missing_capabilities(facts: Facts, gpu) -> Tuple[List[str], Dict[str, Any]]
 def _gpu_memory(field: str) -> Compute:
     base = _per_gpu("memory", field)
 
-    def compute(facts: Facts, gpu) -> Tuple[Any, Dict[str, Any]]:
+    def compute(facts: SnapshotView, gpu) -> Tuple[Any, Dict[str, Any]]:
         value = base(facts, gpu)
         details = _gpu_details(gpu)
         processes = (gpu or {}).get("processes") or []
@@ -258,7 +258,7 @@ def _gpu_memory(field: str) -> Compute:
     return compute
 
 
-def _workload_fit(facts: Facts, gpu) -> Tuple[str, Dict[str, Any]]:
+def _workload_fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     """Does the requested workload (check --workload) fit in this GPU's free memory?"""
     from preflight.capacity import estimate
 
@@ -299,7 +299,7 @@ def _with_gpu_details(compute: Compute) -> Compute:
 
 _NV = ("nvml",)
 
-FACTS: Dict[str, Fact] = {fact.path: fact for fact in [
+REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     # NVML and driver
     Fact("nvml.init.status", "enum", "outcome of nvmlInit", _NV, _nvml_status,
          values=("ok", "library_not_found", "driver_not_loaded", "driver_library_mismatch", "no_permission",
@@ -411,36 +411,36 @@ FACTS: Dict[str, Fact] = {fact.path: fact for fact in [
 
 # --- conditions -----------------------------------------------------------------
 
-def _nvml_ok(facts: Facts) -> Optional[str]:
+def _nvml_ok(facts: SnapshotView) -> Optional[str]:
     status = facts.section("nvml").get("init", {}).get("status")
     return None if status == "ok" else "NVML is not available (nvml.init: %s)" % status
 
 
-def _gpu_visible(facts: Facts) -> Optional[str]:
+def _gpu_visible(facts: SnapshotView) -> Optional[str]:
     if _nvml_ok(facts):
         return _nvml_ok(facts)
     return None if facts.visible_indices() else "no GPU is visible to CUDA (see gpu.count)"
 
 
-def _conda_active(facts: Facts) -> Optional[str]:
+def _conda_active(facts: SnapshotView) -> Optional[str]:
     return None if _path("conda", "active")(facts.section("python")) else "conda is not in use"
 
 
-def _torch_cuda(facts: Facts) -> Optional[str]:
+def _torch_cuda(facts: SnapshotView) -> Optional[str]:
     build = derived.torch_build(facts.torch())
     return None if build == "cuda" else "torch is not a CUDA build (torch.build: %s; see torch.cuda)" % build
 
 
-def _container_require(facts: Facts) -> Optional[str]:
+def _container_require(facts: SnapshotView) -> Optional[str]:
     return derived.requirements_apply(facts.section("container"))
 
 
-def _container_capabilities(facts: Facts) -> Optional[str]:
+def _container_capabilities(facts: SnapshotView) -> Optional[str]:
     value = facts.section("container").get("NVIDIA_DRIVER_CAPABILITIES")
     return None if value is not None else "NVIDIA_DRIVER_CAPABILITIES is not set"
 
 
-def _workload_requested(facts: Facts) -> Optional[str]:
+def _workload_requested(facts: SnapshotView) -> Optional[str]:
     return None if facts.snapshot.get("workload") else "no workload was given (check --workload ID)"
 
 

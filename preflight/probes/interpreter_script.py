@@ -14,7 +14,7 @@ This file is also run as a script by *another* interpreter (``preflight check
 --python PATH``), so it uses only the standard library, keeps to syntax that
 Python 3.6 accepts, and never imports preflight::
 
-    /path/to/python pyenv.py '{"packages": [{"name": "torch", "import": "torch", "dists": ["torch"]}]}'
+    /path/to/python interpreter_script.py '{"packages": [{"name": "torch", "import": "torch", "dists": ["torch"]}]}'
 
 prints the facts as one JSON line.
 """

@@ -34,7 +34,7 @@ from preflight.engine.fields import EntryReader, close_matches, entry_reader, op
 from preflight.engine.fix import Fix
 from preflight.engine.loader import RuleSet
 from preflight.engine.placeholders import RUN_PREFIX, all_placeholders
-from preflight.facts.catalog import FACTS
+from preflight.facts.registry import REGISTRY
 
 _KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",
          "defaults", "examples", "source"}
@@ -138,8 +138,8 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Failure:
 
     facts = entry.string_list("facts")
     for path_name in facts:
-        if path_name not in FACTS:
-            raise entry.error("'facts' names '%s', which is not a fact%s" % (path_name, close_matches(path_name, FACTS)))
+        if path_name not in REGISTRY:
+            raise entry.error("'facts' names '%s', which is not a fact%s" % (path_name, close_matches(path_name, REGISTRY)))
     values, defaults = raw.get("set", {}), raw.get("defaults", {})
     for key, table in (("set", values), ("defaults", defaults)):
         if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
