@@ -40,8 +40,8 @@ def test_parse_bytes_scales_whole_numbers_exactly(number, unit):
                                        ("A10", 23028), ("RTX 3060", 12288), ("RTX 3070", 8192)])
 def test_cards_meet_the_size_they_are_sold_as(card, mib):
     sold = {"RTX A4000": 16, "T4": 16, "RTX 4090": 24, "L4": 24, "A10": 24, "RTX 3060": 12, "RTX 3070": 8}[card]
-    verdict = compare.COMPARISONS["bytes"].evaluate(mib * MIB, {"min": units.parse_bytes("%dGB" % sold)},
-                                                    {"min": "%dGB" % sold}, {})
+    threshold = compare.COMPARISONS["bytes"].parse_param("min", "%dGB" % sold)
+    verdict = compare.COMPARISONS["bytes"].evaluate(mib * MIB, {"min": threshold}, {})
     assert verdict.status == "pass", card
 
 
@@ -58,7 +58,7 @@ def evaluate(name, value, **raw):
     comparison = compare.COMPARISONS[name]
     params = {key: comparison.parse_param(key, v) for key, v in raw.items()}
     comparison.check(params, ())
-    return comparison.evaluate(value, params, {k: compare.param_text(v) for k, v in raw.items()}, {})
+    return comparison.evaluate(value, comparison.prepare(params), {})
 
 
 @pytest.mark.parametrize("value, status", [
@@ -128,9 +128,29 @@ def test_bad_parameters_raise_value_error(name, raw):
 
 def test_expected_texts():
     version = compare.COMPARISONS["version"]
-    params = {"min": Version("530"), "recommended": Version("550")}
-    assert version.expected(params, {"min": "530", "recommended": "550"}) == ">= 530, recommended >= 550"
-    assert compare.COMPARISONS["in"].expected({"expected": ["a", "b"]}, {}) == "one of: a, b"
+    params = {"min": version.parse_param("min", "530.30.02"), "recommended": version.parse_param("recommended", 550)}
+    # Thresholds are shown as written ("530.30.02", not packaging's "530.30.2") and compared as versions.
+    assert version.expected(params) == ">= 530.30.02, recommended >= 550"
+    assert params["min"] < params["recommended"] and params["min"].value == Version("530.30.2")
+    assert compare.COMPARISONS["in"].expected({"expected": ["a", "b"]}) == "one of: a, b"
+    size = compare.COMPARISONS["bytes"].parse_param("min", "16GiB")
+    assert size.value == 16 * 2**30 and size.text == "16GiB" and repr(size) == "Written(17179869184, '16GiB')"
+
+
+def test_set_resolves_without_changing_the_loaded_rules():
+    ruleset = loader.load()
+    rule = ruleset.rules["gpu.memory"]
+    before = (dict(rule.raw_params), {k: dict(v) for k, v in rule.profile_params.items()})
+    settings = selection.parse_settings(ruleset, ["gpu.memory.min=24GB", "gpu.memory.severity=warning"], "train")
+    chosen = selection.choose(ruleset, "train", ["gpu.memory"], [], settings)
+    resolved = [r for r in chosen if r.id == "gpu.memory"][0]
+    assert resolved.params["min"].text == "24GB" and resolved.severity == "warning"
+    assert "recommended" not in resolved.params  # the raised floor drops the lower warning tier
+    assert (dict(rule.raw_params), {k: dict(v) for k, v in rule.profile_params.items()}) == before
+    plain = [r for r in selection.choose(ruleset, "train", ["gpu.memory"], []) if r.id == "gpu.memory"][0]
+    assert plain.params["min"].text != "24GB" and plain.severity == "error"
+    with pytest.raises(AttributeError):
+        resolved.severity = "info"  # resolved rules are immutable
 
 
 # --- templates ----------------------------------------------------------------------
@@ -192,15 +212,15 @@ def test_profiles_choose_rules(ruleset):
 def test_bad_settings(setting, problem):
     fresh = loader.load()
     with pytest.raises(Exception) as raised:
-        selection.apply_settings(fresh, [setting], "train")
+        selection.parse_settings(fresh, [setting], "train")
     assert problem in str(raised.value)
     assert getattr(raised.value, "exit_code", None) == 2
 
 
 def test_settings_change_thresholds_and_severity():
     fresh = loader.load()
-    selection.apply_settings(fresh, ["gpu.memory.min=24GB", "host.shm.severity=error"], "train")
-    params, texts = fresh.rules["gpu.memory"].params_for("train")
-    assert params["min"] == 24 * 10**9 and texts["min"] == "24GB"
-    assert "recommended" not in params  # 16GB no longer means anything above a 24GB floor
-    assert fresh.rules["host.shm"].severity_for("train") == "error"
+    settings = selection.parse_settings(fresh, ["gpu.memory.min=24GB", "host.shm.severity=error"], "train")
+    resolved = fresh.rules["gpu.memory"].resolve("train", settings["gpu.memory"])
+    assert resolved.params["min"].value == 24 * 10**9 and resolved.texts()["min"] == "24GB"
+    assert "recommended" not in resolved.params  # 16GB no longer means anything above a 24GB floor
+    assert fresh.rules["host.shm"].resolve("train", settings["host.shm"]).severity == "error"

@@ -58,8 +58,9 @@ def _arch(rule, compute_capability: Optional[str]) -> str:
     """The default rule's verdict on a compute capability: yes, below recommended, or no."""
     if rule is None or compute_capability is None:
         return "unknown"
-    params, texts = rule.params_for("train")
-    verdict = rule.comparison.evaluate(compute_capability, params, texts, {})
+    resolved = rule.resolve("train")
+    texts = resolved.texts()
+    verdict = rule.comparison.evaluate(compute_capability, resolved.params, {})
     if verdict.status == "pass":
         return "yes"
     if verdict.status == "warn":

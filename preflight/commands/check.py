@@ -22,10 +22,10 @@ def run(options: CheckOptions, warn: common.Warn = None) -> Report:
     if warn and request and not any(rule.fact.path == "gpu.workload.fit" for rule in rules):
         warn("--workload has no effect: no selected rule reads it (gpu.memory.workload is in the train and "
              "inference profiles)")
-    facts, source = common.snapshot(options, probes_needed(rules), selection.required_packages(rules, options.profile))
+    facts, source = common.snapshot(options, probes_needed(rules), selection.required_packages(rules))
     if request is not None:
         common.attach_workload(request, facts, ruleset)
-    results = evaluate(rules, facts, options.profile)
+    results = evaluate(rules, facts)
     return Report(options.profile, results, strict=options.strict, facts_source=source,
                   seconds=time.monotonic() - started, facts=facts)
 

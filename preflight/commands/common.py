@@ -6,7 +6,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from preflight.commands.options import CheckOptions, WorkloadOptions
 from preflight.engine import loader, selection
-from preflight.engine.model import Rule
+from preflight.engine.model import ResolvedRule
 from preflight.facts import collect
 
 Warn = Optional[Callable[[str], None]]
@@ -20,9 +20,10 @@ def load_rules(rules_paths: List[str], warn: Warn = None, **kinds) -> loader.Rul
     return ruleset
 
 
-def choose_rules(options: CheckOptions, ruleset: loader.RuleSet) -> List[Rule]:
-    selection.apply_settings(ruleset, options.settings, options.profile)
-    return selection.choose(ruleset, options.profile, options.select, options.ignore)
+def choose_rules(options: CheckOptions, ruleset: loader.RuleSet) -> List[ResolvedRule]:
+    """The selected rules of the profile, resolved once with the --set settings (the loaded rules stay as they are)."""
+    settings = selection.parse_settings(ruleset, options.settings, options.profile)
+    return selection.choose(ruleset, options.profile, options.select, options.ignore, settings)
 
 
 def collect_options(options: CheckOptions, packages: List[Dict[str, Any]]) -> collect.Options:

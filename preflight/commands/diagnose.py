@@ -71,9 +71,9 @@ def run(path: str, options: CheckOptions, use_facts: bool = True, warn: common.W
     if found and use_facts:
         probes = diagnosis.probes_for(found, ruleset)
         if probes or options.facts_file:
-            rules = [ruleset.rules[r] for f in found for r in f.failure.rules if r in ruleset.rules]
-            snapshot, facts_source = common.snapshot(options, probes,
-                                                     selection.required_packages(rules, options.profile))
+            rules = [ruleset.rules[r].resolve(options.profile) for f in found for r in f.failure.rules
+                     if r in ruleset.rules]
+            snapshot, facts_source = common.snapshot(options, probes, selection.required_packages(rules))
     diagnosis.complete(found, ruleset, snapshot, options.profile)
     return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source)
 

@@ -14,7 +14,8 @@ from preflight.facts import collect
 def run(options: CheckOptions, warn: common.Warn = None) -> Dict[str, Any]:
     """A full snapshot: every probe, and every package any profile's rules list."""
     ruleset = common.load_rules(options.rules_paths, warn)
-    packages = selection.required_packages(list(ruleset.rules.values()), None)
+    every_profile = [rule.resolve(profile) for rule in ruleset.rules.values() for profile in rule.profiles]
+    packages = selection.required_packages(every_profile)
     return collect.collect(set(collect.PROBES), common.collect_options(options, packages))
 
 

@@ -193,8 +193,8 @@ def _pip_name(module: str, ruleset: RuleSet) -> str:
 
 
 def _related_checks(failure: Failure, ruleset: RuleSet, snapshot, profile: str) -> List[Result]:
-    rules = [ruleset.rules[r] for r in failure.rules if r in ruleset.rules]
-    return [r for r in evaluate(rules, snapshot, profile) if r.status != "skip"]
+    rules = [ruleset.rules[r].resolve(profile) for r in failure.rules if r in ruleset.rules]
+    return [r for r in evaluate(rules, snapshot) if r.status != "skip"]
 
 
 def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], profile: str = "train") -> None:

@@ -30,6 +30,45 @@ class Verdict:
         self.details = details or {}
 
 
+class Written:
+    """A parameter as parsed, remembering how it was written: thresholds are shown as the user wrote them.
+
+    Ordered by the parsed value (``Written(12 * 10**9, "12GB") < Written(16 * 10**9, "16GB")``).
+    """
+
+    __slots__ = ("value", "text")
+
+    def __init__(self, value: Any, text: str) -> None:
+        self.value = value
+        self.text = text
+
+    def __lt__(self, other: "Written") -> bool:
+        return self.value < other.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Written) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return "Written(%r, %r)" % (self.value, self.text)
+
+
+def written(parse: Callable[[Any], Any]) -> Callable[[Any], Written]:
+    """A parser whose result remembers the text it came from."""
+    return lambda raw: Written(parse(raw), value_text(raw))
+
+
+def text_of(parsed: Any) -> str:
+    """How a parsed parameter reads in messages: as it was written."""
+    if isinstance(parsed, Written):
+        return parsed.text
+    if isinstance(parsed, dict):
+        return ", ".join(sorted(parsed))
+    return value_text(parsed)
+
+
 class Param:
     def __init__(self, parse: Callable[[Any], Any], description: str) -> None:
         self.parse = parse
@@ -117,19 +156,22 @@ class Comparison:
         if missing:
             raise ValueError("comparison '%s' needs %s" % (self.name, " and ".join(repr(m) for m in missing)))
 
-    def evaluate(self, value: Any, params: Mapping[str, Any], texts: Mapping[str, str],
-                 labels: Mapping[str, str]) -> Verdict:
+    def prepare(self, params: Dict[str, Any]) -> Dict[str, Any]:
+        """Values derived from the parameters once, when a rule is resolved (parsed package requirements)."""
+        return params
+
+    def evaluate(self, value: Any, params: Mapping[str, Any], labels: Mapping[str, str]) -> Verdict:
         raise NotImplementedError
 
-    def expected(self, params: Mapping[str, Any], texts: Mapping[str, str]) -> str:
+    def expected(self, params: Mapping[str, Any]) -> str:
         raise NotImplementedError
 
 
 def _threshold_params(parse: Callable[[Any], Any]) -> Dict[str, Param]:
     return {
-        "min": Param(parse, "below this fails"),
-        "recommended": Param(parse, "below this warns"),
-        "max": Param(parse, "above this fails"),
+        "min": Param(written(parse), "below this fails"),
+        "recommended": Param(written(parse), "below this warns"),
+        "max": Param(written(parse), "above this fails"),
     }
 
 
@@ -141,39 +183,39 @@ class _Threshold(Comparison):
     def convert(self, value: Any) -> Any:
         raise NotImplementedError
 
-    def show(self, value: Any, texts: Mapping[str, str]) -> str:
+    def show(self, value: Any, params: Mapping[str, Any]) -> str:
         return str(value)
 
     def check(self, params, enum_values) -> None:
         if not any(key in params for key in ("min", "recommended", "max")):
             raise ValueError("comparison '%s' needs at least one of 'min', 'recommended', 'max'" % self.name)
         if "min" in params and "recommended" in params and params["recommended"] < params["min"]:
-            raise ValueError("'recommended' (%s) is below 'min' (%s)" % (params["recommended"], params["min"]))
+            raise ValueError("'recommended' (%s) is below 'min' (%s)" % (params["recommended"].text, params["min"].text))
 
-    def evaluate(self, value, params, texts, labels) -> Verdict:
+    def evaluate(self, value, params, labels) -> Verdict:
         if value is None:
             return Verdict(FAIL, "not available")
         try:
             observed = self.convert(value)
         except ValueError as exc:
             return Verdict(ERROR, str(value), {"problem": str(exc)})
-        shown = self.show(value, texts)
-        if "min" in params and observed < params["min"]:
+        shown = self.show(value, params)
+        if "min" in params and observed < params["min"].value:
             return Verdict(FAIL, shown)
-        if "max" in params and observed > params["max"]:
+        if "max" in params and observed > params["max"].value:
             return Verdict(FAIL, shown)
-        if "recommended" in params and observed < params["recommended"]:
+        if "recommended" in params and observed < params["recommended"].value:
             return Verdict(WARN, shown)
         return Verdict(PASS, shown)
 
-    def expected(self, params, texts) -> str:
+    def expected(self, params) -> str:
         hard = []
         if "min" in params:
-            hard.append(">= %s" % texts["min"])
+            hard.append(">= %s" % params["min"].text)
         if "max" in params:
-            hard.append("<= %s" % texts["max"])
+            hard.append("<= %s" % params["max"].text)
         if "recommended" in params:
-            hard.append("recommended >= %s" % texts["recommended"])
+            hard.append("recommended >= %s" % params["recommended"].text)
         return ", ".join(hard)
 
 
@@ -196,7 +238,7 @@ class NumberComparison(_Threshold):
     def convert(self, value):
         return _number(value)
 
-    def show(self, value, texts):
+    def show(self, value, params):
         number = _number(value)
         return str(int(number)) if number == int(number) else str(number)
 
@@ -210,8 +252,8 @@ class BytesComparison(_Threshold):
     def convert(self, value):
         return units.parse_bytes(value)
 
-    def show(self, value, texts):
-        binary = any(units.uses_binary_units(text) for text in texts.values())
+    def show(self, value, params):
+        binary = any(units.uses_binary_units(text_of(p)) for p in params.values())
         if binary:
             return units.format_bytes(value, binary=True)
         return "%s (%s)" % (units.format_bytes(value, binary=False), units.format_bytes(value, binary=True))
@@ -224,13 +266,13 @@ class BoolComparison(Comparison):
     params = {"expected": Param(_bool, "the value that passes")}
     required_params = ("expected",)
 
-    def evaluate(self, value, params, texts, labels):
+    def evaluate(self, value, params, labels):
         if value is None:
             return Verdict(FAIL, "not available")
         shown = labels.get(value_text(bool(value)), value_text(bool(value)))
         return Verdict(PASS if bool(value) == params["expected"] else FAIL, shown)
 
-    def expected(self, params, texts):
+    def expected(self, params):
         return value_text(params["expected"])
 
 
@@ -254,7 +296,7 @@ class InComparison(Comparison):
                     raise ValueError("'%s' lists %s, which this fact never takes (it takes: %s)"
                                      % (key, ", ".join(repr(u) for u in unknown), ", ".join(enum_values)))
 
-    def evaluate(self, value, params, texts, labels):
+    def evaluate(self, value, params, labels):
         text = value_text(value) if value is not None else "none"
         shown = labels.get(text, text)
         details = {"expected_first": params["expected"][0] if params["expected"] else ""}
@@ -264,7 +306,7 @@ class InComparison(Comparison):
             return Verdict(WARN, shown, details)
         return Verdict(FAIL, shown, details)
 
-    def expected(self, params, texts):
+    def expected(self, params):
         values = params["expected"]
         return values[0] if len(values) == 1 else "one of: %s" % ", ".join(values)
 
@@ -273,19 +315,19 @@ class PatternComparison(Comparison):
     name = "pattern"
     kinds = ("string", "enum", "version")
     summary = "the value must match the regular expression 'pattern' (re.search)"
-    params = {"pattern": Param(_regex, "regular expression the value must match")}
+    params = {"pattern": Param(written(_regex), "regular expression the value must match")}
     required_params = ("pattern",)
 
-    def evaluate(self, value, params, texts, labels):
+    def evaluate(self, value, params, labels):
         if value is None:
             return Verdict(FAIL, "not available")
         text = value_text(value)
         # Facts are short; a long one (a hostile snapshot) is cut so that no pattern can run long on it.
-        matched = params["pattern"].search(text[:MAX_PATTERN_TEXT])
+        matched = params["pattern"].value.search(text[:MAX_PATTERN_TEXT])
         return Verdict(PASS if matched else FAIL, labels.get(text, text))
 
-    def expected(self, params, texts):
-        return "matches /%s/" % texts["pattern"]
+    def expected(self, params):
+        return "matches /%s/" % params["pattern"].text
 
 
 class EmptyComparison(Comparison):
@@ -294,11 +336,11 @@ class EmptyComparison(Comparison):
     summary = "the list (of problems) must be empty"
     params: Dict[str, Param] = {}
 
-    def evaluate(self, value, params, texts, labels):
+    def evaluate(self, value, params, labels):
         items = list(value or [])
         return Verdict(FAIL if items else PASS, "; ".join(str(i) for i in items) or "none")
 
-    def expected(self, params, texts):
+    def expected(self, params):
         return "none"
 
 
@@ -316,7 +358,7 @@ class ExcludesComparison(Comparison):
         if "forbidden" not in params and "discouraged" not in params:
             raise ValueError("comparison 'excludes' needs 'forbidden' or 'discouraged'")
 
-    def evaluate(self, value, params, texts, labels):
+    def evaluate(self, value, params, labels):
         items = [str(i) for i in (value or [])]
         bad = [i for i in items if i in params.get("forbidden", [])]
         poor = [i for i in items if i in params.get("discouraged", [])]
@@ -325,7 +367,7 @@ class ExcludesComparison(Comparison):
         status = FAIL if bad else WARN if poor else PASS
         return Verdict(status, shown, {"found": found})
 
-    def expected(self, params, texts):
+    def expected(self, params):
         listed = params.get("forbidden", []) + params.get("discouraged", [])
         return "none of: %s" % ", ".join(listed)
 
@@ -413,6 +455,11 @@ class PresentComparison(Comparison):
         names = params.get("required", []) + params.get("recommended", [])
         return [parse_requirement(text, known) for text in names]
 
+    def prepare(self, params):
+        known = params.get("packages", {})
+        return dict(params, required_specs=[parse_requirement(t, known) for t in params.get("required", [])],
+                    recommended_specs=[parse_requirement(t, known) for t in params.get("recommended", [])])
+
     def _problem(self, spec: PackageSpec, found: Optional[Mapping[str, Any]]) -> Optional[str]:
         if not found or not found.get("importable"):
             if found and found.get("version"):
@@ -427,11 +474,9 @@ class PresentComparison(Comparison):
                 return None
         return None
 
-    def evaluate(self, value, params, texts, labels):
+    def evaluate(self, value, params, labels):
         value = value or {}
-        known = params.get("packages", {})
-        required = [parse_requirement(t, known) for t in params.get("required", [])]
-        recommended = [parse_requirement(t, known) for t in params.get("recommended", [])]
+        required, recommended = params["required_specs"], params["recommended_specs"]
         unprobed = [s.name for s in required + recommended if s.name not in value]
         if unprobed:
             return Verdict(ERROR, "not probed", {"problem": "the facts do not cover %s (saved before this rule listed them?)"
@@ -452,7 +497,7 @@ class PresentComparison(Comparison):
         parts = [p for _, p in bad_required] + ["%s (optional)" % p for _, p in bad_recommended]
         return Verdict(FAIL if bad_required else WARN, "; ".join(parts), details)
 
-    def expected(self, params, texts):
+    def expected(self, params):
         text = "installed: %s" % ", ".join(params.get("required", [])) if params.get("required") else ""
         if params.get("recommended"):
             optional = "recommended: %s" % ", ".join(params["recommended"])
@@ -465,9 +510,3 @@ COMPARISONS: Dict[str, Comparison] = {c.name: c for c in [
     PatternComparison(), EmptyComparison(), ExcludesComparison(), PresentComparison(),
 ]}
 
-
-def param_text(raw: Any) -> str:
-    """How a parameter is shown in messages: as the user wrote it."""
-    if isinstance(raw, dict):
-        return ", ".join(sorted(raw))
-    return value_text(raw)

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional, Set
 
 from preflight.engine import template
 from preflight.engine.compare import ERROR, FAIL, PASS, WARN
-from preflight.engine.model import Rule
+from preflight.engine.model import ResolvedRule
 from preflight.facts.registry import CONDITIONS, SnapshotView, Unknown
 
 SKIP = "skip"
@@ -14,7 +14,7 @@ STATUSES = (PASS, FAIL, WARN, SKIP, ERROR)
 
 
 class Result:
-    def __init__(self, rule: Rule, status: str, severity: str, subject: str, observed: Any, expected: str,
+    def __init__(self, rule: ResolvedRule, status: str, severity: str, subject: str, observed: Any, expected: str,
                  message: str, fix: Optional[Dict[str, Any]], variables: Optional[Dict[str, Any]] = None) -> None:
         self.rule = rule
         self.id = rule.id
@@ -35,7 +35,8 @@ class Result:
         }
 
 
-def probes_needed(rules: List[Rule]) -> Set[str]:
+def probes_needed(rules) -> Set[str]:
+    """The probes these rules (loaded or resolved) need for their facts and conditions."""
     needed: Set[str] = set()
     for rule in rules:
         needed.update(rule.fact.probes)
@@ -44,18 +45,17 @@ def probes_needed(rules: List[Rule]) -> Set[str]:
     return needed
 
 
-def evaluate(rules: List[Rule], snapshot: Dict[str, Any], profile: Optional[str]) -> List[Result]:
+def evaluate(rules: List[ResolvedRule], snapshot: Dict[str, Any]) -> List[Result]:
     facts = SnapshotView(snapshot)
     results: List[Result] = []
     for rule in rules:
-        results.extend(_evaluate_rule(rule, facts, profile))
+        results.extend(_evaluate_rule(rule, facts))
     return results
 
 
-def _evaluate_rule(rule: Rule, facts: SnapshotView, profile: Optional[str]) -> List[Result]:
-    params, texts = rule.params_for(profile)
-    severity = rule.severity_for(profile)
-    expected = rule.comparison.expected(params, texts)
+def _evaluate_rule(rule: ResolvedRule, facts: SnapshotView) -> List[Result]:
+    severity, expected, profile, labels = rule.severity, rule.expected, rule.profile, rule.rule.labels
+    texts = rule.texts()
 
     def result(status: str, subject: str, message: str, observed: Any = None, fix=None, variables=None) -> Result:
         shown_severity = "warning" if status == WARN else severity
@@ -84,7 +84,7 @@ def _evaluate_rule(rule: Rule, facts: SnapshotView, profile: Optional[str]) -> L
         except Unknown as unknown:
             results.append(result(ERROR, subject, "%s is unknown: %s" % (rule.fact.path, unknown)))
             continue
-        verdict = rule.comparison.evaluate(value, params, texts, rule.labels)
+        verdict = rule.comparison.evaluate(value, rule.params, labels)
         variables: Dict[str, Any] = {k: v for k, v in texts.items() if k != "expected"}
         variables.update(details)
         variables.update(verdict.details)
@@ -93,17 +93,17 @@ def _evaluate_rule(rule: Rule, facts: SnapshotView, profile: Optional[str]) -> L
         variables["observed"] = observed
         if verdict.status == ERROR:
             message = "cannot compare %s: %s" % (rule.fact.path, verdict.details.get("problem", observed))
-        elif verdict.status == PASS and rule.pass_message:
-            message = template.render(rule.pass_message, variables)
-        elif rule.message:
-            message = template.render(rule.message, variables)
+        elif verdict.status == PASS and rule.rule.pass_message:
+            message = template.render(rule.rule.pass_message, variables)
+        elif rule.rule.message:
+            message = template.render(rule.rule.message, variables)
         elif verdict.status == PASS:
             message = observed
         else:
             message = "%s; expected %s" % (observed, expected)
         fix = None
         if verdict.status in (FAIL, WARN):
-            chosen = rule.fix_for(value)
+            chosen = rule.rule.fix_for(value)
             fix = chosen.render(variables) if chosen else None
         results.append(result(verdict.status, subject, message, value, fix, variables))
     return results

@@ -241,11 +241,7 @@ def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
 def validate_params(rule: Rule, profile: Optional[str], error) -> None:
     """Parse and cross-check a rule's parameters for one profile; ``error(problem)`` builds the exception."""
     try:
-        parsed, _ = rule.params_for(profile)
-    except ValueError as exc:
-        raise error(str(exc))
-    try:
-        rule.comparison.check(parsed, rule.fact.values)
+        rule.resolve(profile)
     except ValueError as exc:
         where = " (profile %s)" % profile if profile and profile in rule.profile_params else ""
         raise error("%s%s" % (exc, where))

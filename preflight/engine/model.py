@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-from preflight.engine.compare import Comparison, param_text, value_text
+from preflight.engine.compare import Comparison, text_of, value_text
 from preflight.engine.fix import Fix
 from preflight.facts.registry import Fact
 
@@ -27,7 +27,6 @@ class Rule:
         self.comparison = comparison
         self.raw_params = raw_params            # as written in the file
         self.profile_params = profile_params    # [rule.profile.NAME] overrides
-        self.settings: Dict[str, Any] = {}      # --set overrides, strongest
         self.message = message
         self.pass_message = pass_message
         self.labels = labels
@@ -48,37 +47,73 @@ class Rule:
                 seen.append(name)
         return tuple(seen)
 
-    def raw_params_for(self, profile: Optional[str]) -> Dict[str, Any]:
-        merged = dict(self.raw_params)
-        if profile:
-            merged.update({k: v for k, v in self.profile_params.get(profile, {}).items() if k != "severity"})
-        merged.update({k: v for k, v in self.settings.items() if k != "severity"})
-        return merged
+    def resolve(self, profile: Optional[str], settings: Optional[Mapping[str, str]] = None) -> "ResolvedRule":
+        """This rule for one profile (None: as written) with ``--set`` settings, parsed and checked once.
 
-    def severity_for(self, profile: Optional[str]) -> str:
-        if "severity" in self.settings:
-            return self.settings["severity"]
-        return self.profile_params.get(profile or "", {}).get("severity", self.severity)
-
-    def params_for(self, profile: Optional[str]) -> Tuple[Dict[str, Any], Dict[str, str]]:
-        """Parsed parameters and how each was written, for one profile.
-
-        Raises ValueError naming the key whose value cannot be parsed.
+        Raises ValueError naming the key whose value cannot be parsed or does not fit the others.
         """
-        raw = self.raw_params_for(profile)
-        parsed = {}
+        settings = settings or {}
+        overrides = self.profile_params.get(profile or "", {})
+        raw = dict(self.raw_params)
+        raw.update({k: v for k, v in overrides.items() if k != "severity"})
+        raw.update({k: v for k, v in settings.items() if k != "severity"})
+        parsed: Dict[str, Any] = {}
         for key, value in raw.items():
             try:
                 parsed[key] = self.comparison.parse_param(key, value)
             except ValueError as exc:
                 raise ValueError("'%s': %s" % (key, exc))
         # --set min above the file's recommended: the user raised the floor; the warning tier no longer applies.
-        if "min" in self.settings and "recommended" not in self.settings and "recommended" in parsed \
+        if "min" in settings and "recommended" not in settings and "recommended" in parsed \
                 and parsed["recommended"] < parsed["min"]:
-            del parsed["recommended"], raw["recommended"]
-        return parsed, {key: param_text(value) for key, value in raw.items()}
+            del parsed["recommended"]
+        self.comparison.check(parsed, self.fact.values)
+        severity = settings.get("severity") or overrides.get("severity") or self.severity
+        params = self.comparison.prepare(parsed)
+        return ResolvedRule(self, profile, severity, params, self.comparison.expected(params))
 
     def fix_for(self, observed: Any) -> Optional[Fix]:
         if observed is not None and value_text(observed) in self.fixes_by_value:
             return self.fixes_by_value[value_text(observed)]
         return self.fix
+
+
+class ResolvedRule(NamedTuple):
+    """A rule as it applies in one run: one profile, its thresholds parsed, ``--set`` applied. Immutable.
+
+    Evaluation, ``explain``, the docs and planning read this; nothing re-merges
+    or re-parses parameters later.
+    """
+
+    rule: Rule
+    profile: Optional[str]
+    severity: str
+    params: Mapping[str, Any]
+    expected: str
+
+    @property
+    def id(self) -> str:
+        return self.rule.id
+
+    @property
+    def title(self) -> str:
+        return self.rule.title
+
+    @property
+    def fact(self) -> Fact:
+        return self.rule.fact
+
+    @property
+    def comparison(self) -> Comparison:
+        return self.rule.comparison
+
+    @property
+    def per_gpu(self) -> bool:
+        return self.rule.per_gpu
+
+    def conditions(self) -> Tuple[str, ...]:
+        return self.rule.conditions()
+
+    def texts(self) -> Dict[str, str]:
+        """Each parameter as it was written, for messages and fixes ({min}, {expected}, ...)."""
+        return {key: text_of(value) for key, value in self.params.items() if not key.endswith("_specs")}

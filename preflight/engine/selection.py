@@ -1,4 +1,4 @@
-"""Choosing rules (--select/--ignore) and changing their thresholds (--set).
+"""Choosing rules (--select/--ignore) and their thresholds (--set), resolved once for the run.
 
 A selector is a rule id or a dotted prefix of ids: ``gpu`` matches
 ``gpu.count`` and ``gpu.memory`` but not ``gpus.x``. When both lists match a
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Optional
 
 from preflight.engine.fields import suggestions
-from preflight.engine.loader import RuleSet, validate_params
-from preflight.engine.model import SEVERITIES, Rule
+from preflight.engine.loader import RuleSet
+from preflight.engine.model import SEVERITIES, ResolvedRule
 from preflight.errors import SelectionError
 
 
@@ -32,8 +32,9 @@ def _check_selectors(ruleset: RuleSet, selectors: List[str], option: str) -> Non
                                  "did you mean %s?" % " or ".join(close) if close else "'preflight rules' lists every rule id")
 
 
-def choose(ruleset: RuleSet, profile: Optional[str], select: List[str], ignore: List[str]) -> List[Rule]:
-    """The rules to evaluate, in rule-file order."""
+def choose(ruleset: RuleSet, profile: Optional[str], select: List[str], ignore: List[str],
+           settings: Optional[Dict[str, Dict[str, str]]] = None) -> List[ResolvedRule]:
+    """The rules to evaluate, in rule-file order, each resolved for ``profile`` with its ``--set`` settings."""
     _check_selectors(ruleset, select, "--select")
     _check_selectors(ruleset, ignore, "--ignore")
     chosen = []
@@ -42,40 +43,42 @@ def choose(ruleset: RuleSet, profile: Optional[str], select: List[str], ignore: 
             continue
         selected = _best(rule.id, select) if select else 0
         if selected >= 0 and selected > _best(rule.id, ignore):
-            chosen.append(rule)
+            chosen.append(rule.resolve(profile, (settings or {}).get(rule.id)))
     return chosen
 
 
-def apply_settings(ruleset: RuleSet, settings: List[str], profile: Optional[str]) -> None:
-    """Apply ``RULE.KEY=VALUE`` overrides, checking each as strictly as a rule file."""
+def parse_settings(ruleset: RuleSet, settings: List[str], profile: Optional[str]) -> Dict[str, Dict[str, str]]:
+    """``RULE.KEY=VALUE`` overrides by rule id, each checked as strictly as a rule file. The rules stay as loaded."""
+    parsed: Dict[str, Dict[str, str]] = {}
     for item in settings:
         target, equals, value = item.partition("=")
         rule_id, dot, key = target.strip().rpartition(".")
         if not equals or not dot or not rule_id or not key:
             raise SelectionError("--set %s: expected RULE.KEY=VALUE" % item, "for example: --set driver.version.min=535")
-        if rule_id not in ruleset.rules:
-            ruleset.get(rule_id)  # raises with suggestions
-        rule = ruleset.rules[rule_id]
+        rule = ruleset.get(rule_id)  # raises with suggestions
         settable = [k for k in rule.comparison.params if k != "packages"] + ["severity"]
         if key not in settable:
             raise SelectionError("--set %s: rule '%s' has no setting '%s'" % (item, rule_id, key),
                                  "settings of %s: %s" % (rule_id, ", ".join(settable)))
         value = value.strip()
-        if key == "severity":
-            if value not in SEVERITIES:
-                raise SelectionError("--set %s: severity must be one of %s" % (item, ", ".join(SEVERITIES)))
-        rule.settings[key] = value
-        validate_params(rule, profile, lambda problem, item=item: SelectionError("--set %s: %s" % (item, problem)))
+        if key == "severity" and value not in SEVERITIES:
+            raise SelectionError("--set %s: severity must be one of %s" % (item, ", ".join(SEVERITIES)))
+        merged = dict(parsed.get(rule_id, {}), **{key: value})
+        for one_profile in ([profile] if profile else [None]):
+            try:
+                rule.resolve(one_profile, merged)
+            except ValueError as exc:
+                raise SelectionError("--set %s: %s" % (item, exc))
+        parsed[rule_id] = merged
+    return parsed
 
 
-def required_packages(rules: Iterable[Rule], profile: Optional[str]) -> List[Dict[str, object]]:
-    """What the Python probe must look up for these rules' package lists (all profiles when ``profile`` is None)."""
+def required_packages(rules: Iterable[ResolvedRule]) -> List[Dict[str, object]]:
+    """What the Python probe must look up for these rules' package lists."""
     requests: Dict[str, Dict[str, object]] = {}
     for rule in rules:
         if rule.comparison.name != "present":
             continue
-        for one_profile in ([profile] if profile else list(rule.profiles)):
-            params, _ = rule.params_for(one_profile)
-            for spec in rule.comparison.specs(params):
-                requests.setdefault(spec.name, spec.probe_request())
+        for spec in rule.params["required_specs"] + rule.params["recommended_specs"]:
+            requests.setdefault(spec.name, spec.probe_request())
     return list(requests.values())

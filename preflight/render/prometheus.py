@@ -36,7 +36,7 @@ def render(report: Report) -> str:
     lines.append(_series("preflight_ok", profile, 1 if report.ok else 0))
     _metric(lines, "preflight_rule_status", "Status of a rule for a subject: 1 on the current status, 0 on the others.")
     for result in report.results:
-        labels = {"rule": result.id, "subject": result.subject, "severity": result.rule.severity_for(report.profile)}
+        labels = {"rule": result.id, "subject": result.subject, "severity": result.rule.severity}
         for status in STATUSES:
             lines.append(_series("preflight_rule_status", dict(labels, status=status), 1 if result.status == status else 0))
     _metric(lines, "preflight_check_duration_seconds", "Seconds the check took.")

@@ -13,8 +13,7 @@ from preflight.facts.registry import CONDITIONS, REGISTRY
 
 
 def _params_text(rule: Rule, profile: Optional[str]) -> str:
-    params, texts = rule.params_for(profile)
-    return rule.comparison.expected(params, texts)
+    return rule.resolve(profile).expected
 
 
 def _profile_lines(rule: Rule) -> List[str]:
@@ -61,8 +60,7 @@ def _fix_lines(fix: Fix, values: Dict[str, Any], indent: str) -> List[str]:
 
 
 def explain(rule: Rule) -> str:
-    _, texts = rule.params_for(None)
-    values = {k: v for k, v in texts.items() if k != "expected"}
+    values = {k: v for k, v in rule.resolve(None).texts().items() if k != "expected"}
     conditions = [CONDITIONS[name].description for name in rule.conditions()]
     lines = [
         "%s: %s" % (rule.id, rule.title),
