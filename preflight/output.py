@@ -24,7 +24,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 import time
 
 from preflight.errors import OutputError, PreflightError
@@ -113,6 +112,8 @@ def write_atomically(path: str, text: str, shown: str = "") -> None:
     if not os.path.isdir(folder):
         raise PreflightError("--output %s: the folder %s does not exist; nothing was written" % (shown, folder))
     remove_stale_temporaries(folder, name)
+    import tempfile  # only when writing a file: start-up time
+
     try:
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=".%s.preflight-%d-" % (name, os.getpid()),
                                              suffix=".tmp")
