@@ -27,7 +27,7 @@ from preflight.engine.placeholders import BASE_PLACEHOLDERS, all_placeholders
 from preflight.errors import PreflightError, RuleFileError
 from preflight.facts.registry import CONDITIONS, REGISTRY
 
-_RULE_KEYS = {"id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message", "pass_message",
+_RULE_KEYS = {"examples", "id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message", "pass_message",
               "labels", "fix", "fixes", "why", "source", "profile"}
 class RuleSet:
     def __init__(self) -> None:
@@ -231,11 +231,51 @@ def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
     _check_values(entry, list(fixes_raw), fact, "fixes")
     fixes_by_value = {value: entry.fix(f, "fixes.%s" % value, allowed) for value, f in fixes_raw.items()}
 
+    examples = _examples(entry, profiles)
     rule = Rule(rule_id, title, severity, profiles, when, fact, comparison, raw_params, profile_params, message,
-                pass_message, labels, fix, fixes_by_value, entry.string("why"), entry.string("source"), path)
+                pass_message, labels, fix, fixes_by_value, entry.string("why"), entry.string("source"), path, examples)
     for profile in (None,) + profiles:
         validate_params(rule, profile, entry.error)
     return rule
+
+
+# An example is the rule's expected behaviour on one machine, as data:
+#   [[rule.examples]]
+#   expect = "fail"                                   # pass | warn | fail | skip | error
+#   profile = "train"                                 # default: the rule's first profile
+#   facts = { "nvml.driver_version" = "525.147.05" }  # changes to the reference machine, by dotted path
+#   unset = ["python.torch.cuda"]                     # keys to remove (TOML has no null)
+#   workload = { id = "yolov9-c", batch = 64 }        # for rules that read --workload
+#   message = "525.147.05"                            # a fragment the message must contain
+# The reference machine is tests/fixtures/reference-facts.json (an H200 node with a complete YOLOv9
+# environment); tests/test_rule_examples.py replays every example through the evaluation code.
+EXAMPLE_KEYS = {"expect", "profile", "facts", "unset", "workload", "message"}
+EXAMPLE_STATUSES = ("pass", "warn", "fail", "skip", "error")
+
+
+def _examples(entry: EntryReader, profiles: Tuple[str, ...]) -> Tuple[Dict[str, Any], ...]:
+    raw = entry.raw.get("examples", [])
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+        raise entry.error("'examples' must be an array of tables: write [[rule.examples]]")
+    examples = []
+    for index, example in enumerate(raw):
+        where = "examples[%d]" % index
+        unknown = set(example) - EXAMPLE_KEYS
+        if unknown:
+            raise entry.error("%s: unknown key(s) %s (known: %s)" % (where, ", ".join(sorted(unknown)),
+                                                                    ", ".join(sorted(EXAMPLE_KEYS))))
+        if example.get("expect") not in EXAMPLE_STATUSES:
+            raise entry.error("%s: 'expect' must be one of %s" % (where, ", ".join(EXAMPLE_STATUSES)))
+        profile = example.get("profile", profiles[0])
+        if profile not in profiles:
+            raise entry.error("%s: profile %r is not one of the rule's profiles (%s)" % (where, profile, ", ".join(profiles)))
+        facts, unset = example.get("facts", {}), example.get("unset", [])
+        if not isinstance(facts, dict) or not isinstance(unset, list) or not all(isinstance(u, str) for u in unset):
+            raise entry.error("%s: 'facts' must be a table of dotted path = value, 'unset' a list of paths" % where)
+        if not isinstance(example.get("message", ""), str) or not isinstance(example.get("workload", {}), dict):
+            raise entry.error("%s: 'message' must be a string and 'workload' a table" % where)
+        examples.append(dict(example, profile=profile))
+    return tuple(examples)
 
 
 def validate_params(rule: Rule, profile: Optional[str], error) -> None:

@@ -17,7 +17,8 @@ class Rule:
                  fact: Fact, comparison: Comparison, raw_params: Dict[str, Any],
                  profile_params: Dict[str, Dict[str, Any]], message: Optional[str], pass_message: Optional[str],
                  labels: Dict[str, str],
-                 fix: Optional[Fix], fixes_by_value: Dict[str, Fix], why: str, source: str, origin: str) -> None:
+                 fix: Optional[Fix], fixes_by_value: Dict[str, Fix], why: str, source: str, origin: str,
+                 examples: Tuple[Dict[str, Any], ...] = ()) -> None:
         self.id = id
         self.title = title
         self.severity = severity
@@ -35,6 +36,7 @@ class Rule:
         self.why = why
         self.source = source
         self.origin = origin
+        self.examples = examples  # expected behaviour as data, replayed by the tests (see loader.EXAMPLE_KEYS)
 
     @property
     def per_gpu(self) -> bool:
