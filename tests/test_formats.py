@@ -21,8 +21,9 @@ RTX3060 = nvml_fixture("rtx3060-12g-driver525.json")
 NO_LIBRARY = nvml_fixture("no-library.json")
 
 
-def node(fmt, fixture, *args, env=None):
-    return run_cli("check", "--profile", "node", "--format", fmt, "--nvml-fixture", fixture, *args, env=env)
+def node(fmt, fixture, *args, env=None, subprocess_only=False):
+    return run_cli("check", "--profile", "node", "--format", fmt, "--nvml-fixture", fixture, *args, env=env,
+                   subprocess_only=subprocess_only)
 
 
 # --- JUnit ----------------------------------------------------------------------------
@@ -228,7 +229,7 @@ def test_output_to_a_device_writes_into_it_and_keeps_it_a_device(tmp_path):
 
 def test_output_dash_and_dev_stdout_reach_standard_output(tmp_path):
     for target in ("-", "/dev/stdout"):
-        completed = node("json", H200, "--output", target)
+        completed = node("json", H200, "--output", target, subprocess_only=True)  # file descriptor 1 itself
         assert completed.returncode == 0 and '"schema": "preflight.report/1"' in completed.stdout, target
     assert not os.path.exists(os.path.join(os.path.dirname(__file__), "-"))
 
