@@ -59,7 +59,7 @@ def test_a_hung_interpreter_ends_within_the_deadline(tmp_path):
     hang.write_text("#!/bin/sh\nsleep 60\n")
     hang.chmod(0o755)
     started = time.monotonic()
-    completed = run_cli("check", "--python", str(hang), "--timeout", "2", "--format", "json",
+    completed = run_cli("check", "--python", str(hang), "--timeout", "1", "--format", "json",
                         "--nvml-fixture", nvml_fixture("h200-driver580.json"))
     elapsed = time.monotonic() - started
     assert elapsed < 8, elapsed
@@ -76,7 +76,7 @@ def test_a_hung_torch_import_ends_within_the_deadline(fake_env):
     env = fake_env()
     env.add_torch()
     started = time.monotonic()
-    completed = run_cli("check", "--python", env.python, "--timeout", "3", "--select", "torch.arch",
+    completed = run_cli("check", "--python", env.python, "--timeout", "1.5", "--select", "torch.arch",
                         "--format", "json", "--nvml-fixture", nvml_fixture("h200-driver580.json"),
                         env={"FAKE_TORCH_IMPORT_SLEEP": "60"})
     assert time.monotonic() - started < 9

@@ -98,7 +98,7 @@ def _write(snapshot):
     return path
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=75, deadline=None, suppress_health_check=list(HealthCheck))
 @given(mutated_snapshots(), st.sampled_from(["train", "inference", "node"]))
 def test_mutated_snapshots_give_documented_exit_codes_and_valid_json(snapshot, profile):
     path = _write(snapshot)
@@ -127,7 +127,7 @@ OPTION_WORDS = ["--profile", "train", "node", "inference", "--strict", "--select
                 "--expires-in", "1h", "forever", "--gpu", "3060", "--no-facts", "--list", "--", "-", ""]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=75, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.sampled_from(["check", "plan", "rules", "explain", "diagnose", "facts"]),
        st.lists(st.sampled_from(OPTION_WORDS) | st.text(max_size=8), max_size=8))
 def test_random_command_lines_give_documented_exit_codes(command, words):

@@ -201,6 +201,11 @@ class Cluster:
                           "--slurm-conf %s $(cat %s/extra) >> %s/health.log 2>&1\n"
                           % (self.root, sys.executable, self.root, self.conf, self.root, self.root))
         health.chmod(0o755)
+        # The same program, run now and answering on its standard streams (for tests that need one run at once).
+        now = self.root / "health-now"
+        now.write_text("#!/bin/sh\nexec %s -m preflight slurm --profile node --nvml-fixture \"$(cat %s/fixture)\" "
+                       "--slurm-conf %s $(cat %s/extra) 2>&1\n" % (sys.executable, self.root, self.conf, self.root))
+        now.chmod(0o755)
         munge = self.root / "munge"
         self._spawn([_sbin("munged"), "-F", "--key-file=%s/munge.key" % munge, "--socket=%s/munge.socket.2" % munge,
                      "--pid-file=%s/munged.pid" % munge, "--log-file=%s/munged.log" % munge,
@@ -250,6 +255,13 @@ class Cluster:
 
     def oneliner(self) -> str:
         return self.scontrol("show", "node", NODE, "--oneliner")
+
+    def health_now(self) -> str:
+        """Run the health program once, now, with no PATH or SLURM_CONF (as slurmd does); return what it said."""
+        completed = subprocess.run([str(self.root / "health-now")], capture_output=True, text=True, timeout=60,
+                                   env={"SLURMD_NODENAME": NODE, "PREFLIGHT_CACHE_DIR": str(self.root / "cache")},
+                                   cwd=NEUTRAL_CWD)
+        return completed.stdout
 
     def health_runs(self, count: int, seconds: float = 90) -> str:
         """Wait until the health program has run ``count`` more times to the end; return what those runs logged."""
@@ -335,12 +347,12 @@ def test_real_slurm_an_administrators_down_or_fail_is_never_taken_over(cluster, 
         assert cluster.node()[1] == "hw-repair:RMA-4411"
         stamp = _stamp(cluster.oneliner())
         cluster.set_fixture(A100X2)  # failing checks: must not drain over the administrator's reason
-        log = cluster.health_runs(2)
+        log = cluster.health_now()
         assert "for another reason, left as it is: hw-repair:RMA-4411" in log, log
         state, reason = cluster.node()
         assert admin_state in state and reason == "hw-repair:RMA-4411" and _stamp(cluster.oneliner()) == stamp
         cluster.set_fixture(H200)  # passing checks: must not resume it either
-        log = cluster.health_runs(2)
+        log = cluster.health_now()
         assert "its reason is not preflight's (hw-repair:RMA-4411)" in log, log
         state, reason = cluster.node()
         assert admin_state in state and reason == "hw-repair:RMA-4411" and _stamp(cluster.oneliner()) == stamp
@@ -358,7 +370,7 @@ def test_real_slurm_a_node_comment_does_not_make_preflight_drain_again(cluster):
         oneliner = cluster.oneliner()
         assert "Comment=rack 4, slot 2" in oneliner and admission.parse_reason(oneliner) == reason
         stamp = _stamp(oneliner)
-        log = cluster.health_runs(3)
+        log = cluster.health_now() + cluster.health_now()
         assert "is already drained" in log and "drained %s:" % NODE not in log, log
         assert _stamp(cluster.oneliner()) == stamp  # not drained again: the reason's time is unchanged
     finally:
@@ -375,7 +387,7 @@ def test_real_slurm_a_probe_timeout_leaves_the_node_alone(cluster, tmp_path):
     # The train profile's Python rules with an interpreter that never answers: the verdict is unknown.
     cluster.set_extra("--profile", "train", "--select", "python", "--python", str(hang), "--timeout", "1")
     try:
-        log = cluster.health_runs(2)
+        log = cluster.health_now()
         assert "the checks could not finish (python timed out); %s is left as it is" % NODE in log, log
         assert "UNKNOWN python.packages" in log
         state, reason = cluster.node()
@@ -387,7 +399,7 @@ def test_real_slurm_a_probe_timeout_leaves_the_node_alone(cluster, tmp_path):
         stamp = _stamp(cluster.oneliner())
         cluster.set_fixture(H200)
         cluster.set_extra("--profile", "train", "--select", "python", "--python", str(hang), "--timeout", "1")
-        log = cluster.health_runs(2)
+        log = cluster.health_now()
         assert "left as it is" in log and cluster.node() == (state, reason) and _stamp(cluster.oneliner()) == stamp
     finally:
         cluster.set_extra()

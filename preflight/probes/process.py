@@ -45,19 +45,20 @@ def run(argv: List[str], timeout: float, env: Optional[dict] = None,
     if timeout <= 0:
         raise CommandTimeout(0)
     deadline = time.monotonic() + timeout
-    try:
-        child = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, start_new_session=(os.name == "posix"),
-        )
-    except OSError as exc:
-        raise CommandFailed("cannot run %s: %s" % (argv[0], exc.strerror or exc))
+    # Start and register under one lock: kill_all (preflight leaving) either sees the child or stops it
+    # from starting; a child started just after kill_all looked would outlive preflight.
     with _lock:
-        _running[child.pid] = child
-        closed = _closed
-    try:
-        if closed:  # preflight is leaving: no new helpers
+        if _closed:
             raise CommandFailed("preflight is exiting")
+        try:
+            child = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=env, start_new_session=(os.name == "posix"),
+            )
+        except OSError as exc:
+            raise CommandFailed("cannot run %s: %s" % (argv[0], exc.strerror or exc))
+        _running[child.pid] = child
+    try:
         stdout, stderr = _read(child, deadline, limit, argv[0], timeout)
         try:
             child.wait(max(0.05, deadline - time.monotonic()))
