@@ -137,9 +137,11 @@ def test_an_interpreter_that_does_not_answer_is_killed_at_the_deadline(tmp_path)
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_to_preflight_kills_its_helpers(tmp_path, signum, code):
     hang, pidfile = _hanging_python(tmp_path)
+    # A runner started in the background inherits an ignored SIGINT (and so would preflight): give it the default.
     running = subprocess.Popen([sys.executable, "-m", "preflight", "check", "--select", "python", "--python",
                                 str(hang), "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=clean_env(), cwd=NEUTRAL_CWD)
+                               env=clean_env(), cwd=NEUTRAL_CWD,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         helper = _wait_for(pidfile)
         running.send_signal(signum)
