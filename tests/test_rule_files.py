@@ -176,3 +176,36 @@ def test_docs_rules_md_is_generated_from_the_rules():
     assert completed.returncode == 0
     assert (REPO / "docs" / "rules.md").read_text() == completed.stdout, \
         "docs/rules.md is stale: regenerate with  python -m preflight rules --format markdown > docs/rules.md"
+
+
+def test_parsed_rule_files_are_cached_by_content(tmp_path, monkeypatch):
+    import glob
+    import os
+
+    from preflight.engine import loader as rule_loader
+
+    monkeypatch.setenv("PREFLIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    first = rule_loader.load()
+    entries = glob.glob(str(tmp_path / "cache" / "rules" / "*" / "*.json"))
+    assert len(entries) == len(first.files)
+
+    def no_parsing(text):
+        raise AssertionError("parsed again although cached")
+
+    monkeypatch.setattr(rule_loader, "_parse_toml", no_parsing)
+    again = rule_loader.load()  # every file from the cache
+    assert list(again.rules) == list(first.rules)
+    assert [r.resolve("train").expected for r in again.rules.values() if "train" in r.profiles] == \
+        [r.resolve("train").expected for r in first.rules.values() if "train" in r.profiles]
+    monkeypatch.undo()
+    monkeypatch.setenv("PREFLIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    # A damaged entry is a miss; an edited file is a new entry.
+    with open(entries[0], "w") as damaged:
+        damaged.write("{not json")
+    assert list(rule_loader.load().rules) == list(first.rules)
+    site = tmp_path / "site.toml"
+    site.write_text('[[rule]]\nid = "site.x"\ntitle = "x"\nfact = "visibility.count"\ncompare = "number"\nmin = 1\n')
+    assert rule_loader.load([str(site)]).rules["site.x"].resolve(None).expected == ">= 1"
+    site.write_text(site.read_text().replace("min = 1", "min = 2"))
+    assert rule_loader.load([str(site)]).rules["site.x"].resolve(None).expected == ">= 2"
+    assert os.path.isdir(str(tmp_path / "cache" / "rules"))

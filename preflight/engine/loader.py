@@ -19,6 +19,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
+from preflight.cache import parsed_toml
 from preflight.engine.compare import COMPARISONS
 from preflight.engine.fields import EntryReader, build_fix, close_matches, entry_reader
 from preflight.engine.fix import Fix
@@ -135,23 +136,33 @@ def _add_entries(ruleset: RuleSet, parsed, kind: str, into: Dict[str, Any], buil
 RULE_FILE_LIMIT = 16 << 20
 
 
-def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
+def _parse_toml(text: str) -> Dict[str, Any]:
+    """TOML text -> data; tomllib (tomli before 3.11) is imported only here, on a cache miss: start-up time."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:
         import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError("not valid TOML: %s" % exc)
+    except RecursionError:
+        raise ValueError("nested too deeply to be a rule file")
+
+
+def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
     from preflight import input_files
 
     def error(message: str, hint: str = "") -> RuleFileError:
         return RuleFileError(path, message[len(path):].lstrip(": ") or message, hint=hint)
 
-    text = input_files.read_text(path, path, error, limit=RULE_FILE_LIMIT)
+    raw = input_files.read_bytes(path, path, error, limit=RULE_FILE_LIMIT)
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RuleFileError(path, "not valid TOML: %s" % exc)
-    except RecursionError:
-        raise RuleFileError(path, "nested too deeply to be a rule file")
+        data = parsed_toml(raw, _parse_toml)
+    except UnicodeDecodeError as exc:
+        raise RuleFileError(path, "not UTF-8 text (%s)" % exc)
+    except ValueError as exc:
+        raise RuleFileError(path, str(exc))
     for key in data:
         if key not in _TOP_LEVEL:
             ruleset.warnings.append("%s: unknown top-level key '%s' (ignored; write [[rule]], [[fix]] or [[failure]])"

@@ -14,18 +14,13 @@ import os
 import tempfile
 from typing import Any, Dict, List, Optional
 
-from preflight.probes import process
+from preflight.cache import cache_dir
 from preflight.errors import ProbeError
+from preflight.probes import process
 
 _SCRIPT = "import sys, torch; sys.stdout.write('\\n' + str(torch._C._cuda_getArchFlags()) + '\\n')"
 
 
-def cache_dir() -> str:
-    explicit = os.environ.get("PREFLIGHT_CACHE_DIR")
-    if explicit:
-        return explicit
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "preflight")
 
 
 def cache_key(torch_facts: Dict[str, Any]) -> Optional[str]:
