@@ -4,10 +4,12 @@
 Each round runs every command once, in turn, so that a noisy machine slows
 them all alike; the medians are compared. Usage:
 
-    python scripts/bench_check.py [--rounds 21] [--python PYTHON] [--preflight CMD]
+    python scripts/bench_check.py [--rounds 21] [--python PYTHON] [--preflight CMD] [--baseline CMD]
 
 By default PYTHON is this interpreter and CMD is `PYTHON -m preflight`; give
-`--preflight /path/to/venv/bin/preflight` to time an installed console script.
+`--preflight /path/to/venv/bin/preflight` to time an installed console script,
+and `--baseline /path/to/old-venv/bin/preflight` to time an older install in
+the same rounds (a noisy machine then slows both alike).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--preflight", help="command that runs preflight (default: PYTHON -m preflight)")
+    parser.add_argument("--baseline", metavar="CMD",
+                        help="another preflight (an older install) to time in the same rounds, interleaved")
     args = parser.parse_args()
     preflight = shlex.split(args.preflight) if args.preflight else [args.python, "-m", "preflight"]
     env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_NVML_FIXTURE"}
@@ -43,6 +47,10 @@ def main() -> int:
         "preflight check (H200 replay)": preflight + ["check", "--nvml-fixture", os.path.abspath(H200)],
         "preflight check (this machine)": preflight + ["check"],
     }
+    if args.baseline:
+        baseline_command = shlex.split(args.baseline)
+        commands["baseline check (H200 replay)"] = baseline_command + ["check", "--nvml-fixture", os.path.abspath(H200)]
+        commands["baseline check (this machine)"] = baseline_command + ["check"]
     for argv in commands.values():  # warm the page cache and the torch-architecture cache
         _time(argv, env)
     samples = {name: [] for name in commands}
