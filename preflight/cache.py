@@ -6,15 +6,18 @@ unwritable or damaged cache only costs time.
 
 Rule files are TOML, and TOML is parsed in pure Python: parsing the default
 rules was the largest part of ``preflight check``'s start-up. A parsed file is
-kept as JSON under the SHA-1 of its bytes, so an edited file is simply a new
-entry and a cached one can never be stale.
+kept as JSON under a key made of its length and two checksums of its bytes
+(CRC-32 and Adler-32), so an edited file is simply a new entry and a cached one
+is not stale. (Not a cryptographic hash: importing hashlib alone costs about
+3 ms of start-up, and the cache folder is the user's own, so it guards against
+accidents, not attackers.)
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import zlib
 from typing import Any, Callable, Dict
 
 _FORMAT = "toml-json/1"
@@ -30,8 +33,8 @@ def cache_dir() -> str:
 
 def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]]) -> Dict[str, Any]:
     """``parse(text)`` of a rule file's bytes, from the cache when this exact content was parsed before."""
-    digest = hashlib.sha1(data).hexdigest()
-    path = os.path.join(cache_dir(), "rules", digest[:2], digest + ".json")
+    digest = "%d-%08x-%08x" % (len(data), zlib.crc32(data) & 0xFFFFFFFF, zlib.adler32(data) & 0xFFFFFFFF)
+    path = os.path.join(cache_dir(), "rules", digest[-2:], digest + ".json")
     try:
         with open(path, encoding="utf-8") as handle:
             cached = json.load(handle)

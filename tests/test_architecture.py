@@ -107,3 +107,32 @@ def test_type_checking_imports_are_not_runtime_edges():
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\nelse:\n    import b\n")
     names = {alias.name for node in _runtime_nodes(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert names == {"b"}
+
+
+def test_value_classes_are_immutable_with_readable_repr_and_equality():
+    from preflight.capacity.workloads import Estimate, GpuModel, Workload
+    from preflight.commands.options import CheckOptions, OutputOptions, WorkloadOptions
+    from preflight.diagnose.failures import Failure, Pattern
+    from preflight.engine.compare import PackageSpec, Param, Verdict
+    from preflight.engine.evaluate import Result
+    from preflight.engine.fix import Fix
+    from preflight.engine.loader import load
+    from preflight.engine.model import ResolvedRule, Rule
+    from preflight.facts.collect import Options
+    from preflight.facts.registry import Condition, Fact
+    from preflight.capacity.planning import Plan, Row
+
+    for cls in (Estimate, GpuModel, Workload, CheckOptions, OutputOptions, WorkloadOptions, Failure, Pattern,
+                PackageSpec, Param, Verdict, Result, Fix, Rule, ResolvedRule, Options, Condition, Fact, Plan, Row):
+        assert issubclass(cls, tuple) and hasattr(cls, "_fields"), cls  # NamedTuple: frozen, repr and == for free
+    rule = load().rules["driver.version"]
+    try:
+        rule.severity = "info"
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("a loaded rule can be changed")
+    fix = Fix("x", "title", ["step"], ["cmd"], "origin")
+    assert fix == Fix("x", "title", ["step"], ["cmd"], "origin")
+    assert repr(fix) == "Fix(id='x', title='title', steps=['step'], commands=['cmd'], origin='origin')"
+    assert CheckOptions(profile="node", select=["gpu"]) == CheckOptions(profile="node", select=("gpu",))

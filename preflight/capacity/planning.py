@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from preflight.engine.loader import RuleSet
 from preflight.capacity import estimate
@@ -10,19 +10,17 @@ from preflight.errors import PreflightError
 from preflight.facts.registry import SnapshotView, Unknown
 
 
-class Row:
-    def __init__(self, name: str, source: str, subject: str, memory_bytes: int, available_bytes: int,
-                 compute_capability: Optional[str], arch: str, required_bytes: int, fits: bool, max_batch: int) -> None:
-        self.name = name
-        self.source = source
-        self.subject = subject
-        self.memory_bytes = memory_bytes
-        self.available_bytes = available_bytes
-        self.compute_capability = compute_capability
-        self.arch = arch
-        self.required_bytes = required_bytes
-        self.fits = fits
-        self.max_batch = max_batch
+class Row(NamedTuple):
+    name: str
+    source: str
+    subject: str
+    memory_bytes: int
+    available_bytes: int
+    compute_capability: Optional[str]
+    arch: str
+    required_bytes: int
+    fits: bool
+    max_batch: int
 
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "source": self.source, "subject": self.subject, "memory_bytes": self.memory_bytes,
@@ -31,14 +29,12 @@ class Row:
                 "max_batch": self.max_batch}
 
 
-class Plan:
-    def __init__(self, request: Dict[str, Any], batch: int, rows: List[Row], smallest: List[str],
-                 machine_note: Optional[str]) -> None:
-        self.request = request
-        self.batch = batch
-        self.rows = rows
-        self.smallest = smallest
-        self.machine_note = machine_note
+class Plan(NamedTuple):
+    request: Dict[str, Any]
+    batch: int
+    rows: List[Row]
+    smallest: List[str]
+    machine_note: Optional[str]
 
     def to_json(self) -> Dict[str, Any]:
         r = self.request

@@ -27,7 +27,7 @@ A GPU: ``id``, ``name``, ``memory_mib`` (the total NVML reports),
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, TYPE_CHECKING, Tuple
 
 from preflight.engine.fields import EntryReader
 
@@ -42,39 +42,34 @@ _ESTIMATE_KEYS = {"task", "precision", "fixed_bytes", "per_image_bytes", "measur
 _GPU_KEYS = {"id", "name", "memory_mib", "compute_capability", "source"}
 
 
-class Estimate:
-    def __init__(self, task: str, precision: str, fixed_bytes: int, per_image_bytes: int,
-                 measured_batches: List[int], measured_imgsz: List[int], extrapolated: str) -> None:
-        self.task = task
-        self.precision = precision
-        self.fixed_bytes = fixed_bytes
-        self.per_image_bytes = per_image_bytes
-        self.measured_batches = measured_batches
-        self.measured_imgsz = measured_imgsz
-        self.extrapolated = extrapolated
+class Estimate(NamedTuple):
+    task: str
+    precision: str
+    fixed_bytes: int
+    per_image_bytes: int
+    measured_batches: List[int]
+    measured_imgsz: List[int]
+    extrapolated: str
 
 
-class Workload:
-    def __init__(self, id: str, title: str, parameters: Optional[int], measured_on: str, source: str, margin: float,
-                 reference_imgsz: int, estimates: Dict[Tuple[str, str], Estimate], origin: str) -> None:
-        self.id = id
-        self.title = title
-        self.parameters = parameters
-        self.measured_on = measured_on
-        self.source = source
-        self.margin = margin
-        self.reference_imgsz = reference_imgsz
-        self.estimates = estimates
-        self.origin = origin
+class Workload(NamedTuple):
+    id: str
+    title: str
+    parameters: Optional[int]
+    measured_on: str
+    source: str
+    margin: float
+    reference_imgsz: int
+    estimates: Dict[Tuple[str, str], Estimate]
+    origin: str
 
 
-class GpuModel:
-    def __init__(self, id: str, name: str, memory_mib: int, compute_capability: str, source: str) -> None:
-        self.id = id
-        self.name = name
-        self.memory_mib = memory_mib
-        self.compute_capability = compute_capability
-        self.source = source
+class GpuModel(NamedTuple):
+    id: str
+    name: str
+    memory_mib: int
+    compute_capability: str
+    source: str
 
     @property
     def memory_bytes(self) -> int:

@@ -1,9 +1,9 @@
-"""The options values commands take: built once by the CLI (or by tests), checked when built."""
+"""The options values commands take: immutable, built once by the CLI (or by tests), checked when built."""
 
 from __future__ import annotations
 
 import math
-from typing import List, Mapping, Optional
+from typing import Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.errors import PreflightError
 
@@ -11,29 +11,52 @@ PROFILES = ("train", "inference", "node")
 MAX_TIMEOUT = 3600
 
 
-class WorkloadOptions:
-    """A workload to size: --workload, --task, --batch, --img, --fp32/--half."""
+class _Workload(NamedTuple):
+    workload: str
+    task: str
+    batch: Optional[int]
+    imgsz: int
+    precision: str
 
-    def __init__(self, workload: str, task: str = "train", batch: Optional[int] = None, imgsz: int = 640,
-                 fp32: bool = False, half: bool = False) -> None:
+
+class WorkloadOptions(_Workload):
+    """A workload to size: --workload, --task, --batch, --img, and the precision --fp32/--half give."""
+
+    __slots__ = ()
+
+    def __new__(cls, workload: str, task: str = "train", batch: Optional[int] = None, imgsz: int = 640,
+                fp32: bool = False, half: bool = False) -> "WorkloadOptions":
         from preflight.capacity.estimate import precision_for
 
-        self.workload = workload
-        self.task = task
-        self.precision = precision_for(task, fp32, half)
-        self.batch = batch
-        self.imgsz = imgsz
+        return super().__new__(cls, workload, task, batch, imgsz, precision_for(task, fp32, half))
 
 
-class CheckOptions:
+class _Check(NamedTuple):
+    profile: str
+    rules_paths: Tuple[str, ...]
+    select: Tuple[str, ...]
+    ignore: Tuple[str, ...]
+    settings: Tuple[str, ...]
+    facts_file: Optional[str]
+    python: Optional[str]
+    nvml_fixture: Optional[str]
+    timeout: float
+    use_cache: bool
+    strict: bool
+    environ: Optional[Mapping[str, str]]
+    workload: Optional[WorkloadOptions]
+
+
+class CheckOptions(_Check):
     """What to check and how to probe: shared by check, exec, slurm, facts, diagnose and plan."""
 
-    def __init__(self, profile: str = "train", rules_paths: Optional[List[str]] = None,
-                 select: Optional[List[str]] = None, ignore: Optional[List[str]] = None,
-                 settings: Optional[List[str]] = None, facts_file: Optional[str] = None,
-                 python: Optional[str] = None, nvml_fixture: Optional[str] = None, timeout: float = 10.0,
-                 use_cache: bool = True, strict: bool = False, environ: Optional[Mapping[str, str]] = None,
-                 workload: Optional[WorkloadOptions] = None) -> None:
+    __slots__ = ()
+
+    def __new__(cls, profile: str = "train", rules_paths: Sequence[str] = (), select: Sequence[str] = (),
+                ignore: Sequence[str] = (), settings: Sequence[str] = (), facts_file: Optional[str] = None,
+                python: Optional[str] = None, nvml_fixture: Optional[str] = None, timeout: float = 10.0,
+                use_cache: bool = True, strict: bool = False, environ: Optional[Mapping[str, str]] = None,
+                workload: Optional[WorkloadOptions] = None) -> "CheckOptions":
         if profile not in PROFILES:
             raise PreflightError("unknown profile %r" % profile, "profiles: %s" % ", ".join(PROFILES))
         if math.isnan(timeout) or not 0 < timeout <= MAX_TIMEOUT:
@@ -43,31 +66,19 @@ class CheckOptions:
             given = "--python" if python else "--nvml-fixture (or PREFLIGHT_NVML_FIXTURE)"
             raise PreflightError("--facts evaluates a saved snapshot without probing; %s has nothing to probe" % given,
                                  "give one or the other")
-        self.profile = profile
-        self.rules_paths = rules_paths or []
-        self.select = select or []
-        self.ignore = ignore or []
-        self.settings = settings or []
-        self.facts_file = facts_file
-        self.python = python
-        self.nvml_fixture = nvml_fixture
-        self.timeout = timeout
-        self.use_cache = use_cache
-        self.strict = strict
-        self.environ = environ
-        self.workload = workload
+        return super().__new__(cls, profile, tuple(rules_paths or ()), tuple(select or ()), tuple(ignore or ()),
+                               tuple(settings or ()), facts_file, python, nvml_fixture, timeout, use_cache, strict,
+                               environ, workload)
 
 
-class OutputOptions:
+class OutputOptions(NamedTuple):
     """Where and how a command's result is shown: --format, --output, --quiet, --color, --expires-in."""
 
-    def __init__(self, format: str = "text", output: Optional[str] = None, quiet: bool = False,
-                 color: str = "auto", expires_in: float = 3600.0) -> None:
-        self.format = format
-        self.output = output
-        self.quiet = quiet
-        self.color = color
-        self.expires_in = expires_in
+    format: str = "text"
+    output: Optional[str] = None
+    quiet: bool = False
+    color: str = "auto"
+    expires_in: float = 3600.0
 
     def colored(self, stream=None) -> bool:
         """Colour only for text on a terminal (or when asked), never with NO_COLOR or TERM=dumb."""

@@ -28,7 +28,7 @@ Named groups become template values (``(?P<gpu_sm>sm_\\d+)`` fills
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from preflight.engine.fields import EntryReader, close_matches, entry_reader, optional_int
 from preflight.engine.fix import Fix
@@ -38,10 +38,9 @@ from preflight.facts.registry import REGISTRY
 
 _KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",
          "defaults", "examples", "source"}
-class Pattern:
-    def __init__(self, anchor: str, regex: Optional["re.Pattern[str]"]) -> None:
-        self.anchor = anchor
-        self.regex = regex
+class Pattern(NamedTuple):
+    anchor: str
+    regex: Optional["re.Pattern[str]"]
 
     def match(self, line: str) -> Optional[Dict[str, str]]:
         """The named groups when ``line`` matches (empty for a literal), else None."""
@@ -55,26 +54,22 @@ class Pattern:
         return {k: v for k, v in found.groupdict().items() if v is not None}
 
 
-class Failure:
-    def __init__(self, id: str, title: str, priority: int, patterns: List[Pattern], cause: str, fix: Fix,
-                 rules: List[str], facts: List[str], context: List[str], supersedes: List[str],
-                 values: Dict[str, str], defaults: Dict[str, str], examples: List[str], source: str,
-                 origin: str) -> None:
-        self.id = id
-        self.title = title
-        self.priority = priority
-        self.patterns = patterns
-        self.cause = cause
-        self.fix = fix
-        self.rules = rules
-        self.facts = facts
-        self.context = context
-        self.supersedes = supersedes
-        self.values = values
-        self.defaults = defaults
-        self.examples = examples
-        self.source = source
-        self.origin = origin
+class Failure(NamedTuple):
+    id: str
+    title: str
+    priority: int
+    patterns: List[Pattern]
+    cause: str
+    fix: Fix
+    rules: List[str]
+    facts: List[str]
+    context: List[str]
+    supersedes: List[str]
+    values: Dict[str, str]
+    defaults: Dict[str, str]
+    examples: List[str]
+    source: str
+    origin: str
 
     def link(self, ruleset: RuleSet) -> None:
         """Check references to other entries once every file is loaded."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from types import MappingProxyType
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -23,11 +24,12 @@ PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
 MAX_PATTERN_TEXT = 4096  # characters of a fact a 'pattern' rule looks at
 
 
-class Verdict:
-    def __init__(self, status: str, observed: str, details: Optional[Dict[str, Any]] = None) -> None:
-        self.status = status
-        self.observed = observed
-        self.details = details or {}
+class Verdict(NamedTuple):
+    """A comparison's answer: the status, the observed value in words, and values for messages and fixes."""
+
+    status: str
+    observed: str
+    details: Mapping[str, Any] = MappingProxyType({})
 
 
 class Written:
@@ -69,10 +71,9 @@ def text_of(parsed: Any) -> str:
     return value_text(parsed)
 
 
-class Param:
-    def __init__(self, parse: Callable[[Any], Any], description: str) -> None:
-        self.parse = parse
-        self.description = description
+class Param(NamedTuple):
+    parse: Callable[[Any], Any]
+    description: str
 
 
 # --- parameter parsers ------------------------------------------------------------
@@ -378,15 +379,14 @@ _IMPORT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*?)\s*$")
 
 
-class PackageSpec:
+class PackageSpec(NamedTuple):
     """One package a rule needs: how to find it and how to install it."""
 
-    def __init__(self, name: str, import_name: str, dists: List[str], pip: str, specifier=None) -> None:
-        self.name = name
-        self.import_name = import_name
-        self.dists = dists
-        self.pip = pip
-        self.specifier = specifier
+    name: str
+    import_name: str
+    dists: List[str]
+    pip: str
+    specifier: Any = None
 
     def probe_request(self) -> Dict[str, Any]:
         return {"name": self.name, "import": self.import_name, "dists": self.dists}

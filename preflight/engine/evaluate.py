@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set
+from types import MappingProxyType
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 
 from preflight.engine import template
 from preflight.engine.compare import ERROR, FAIL, PASS, WARN
@@ -13,19 +14,22 @@ SKIP = "skip"
 STATUSES = (PASS, FAIL, WARN, SKIP, ERROR)
 
 
-class Result:
-    def __init__(self, rule: ResolvedRule, status: str, severity: str, subject: str, observed: Any, expected: str,
-                 message: str, fix: Optional[Dict[str, Any]], variables: Optional[Dict[str, Any]] = None) -> None:
-        self.rule = rule
-        self.id = rule.id
-        self.status = status
-        self.severity = severity
-        self.subject = subject
-        self.observed = observed
-        self.expected = expected
-        self.message = message
-        self.fix = fix
-        self.variables = variables or {}  # the template values behind message and fix
+class Result(NamedTuple):
+    """One rule's verdict on one subject (the system, or one GPU), with its message and fix."""
+
+    rule: ResolvedRule
+    status: str
+    severity: str
+    subject: str
+    observed: Any
+    expected: str
+    message: str
+    fix: Optional[Dict[str, Any]]
+    variables: Mapping[str, Any] = MappingProxyType({})  # the template values behind message and fix
+
+    @property
+    def id(self) -> str:
+        return self.rule.id
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -59,7 +63,7 @@ def _evaluate_rule(rule: ResolvedRule, facts: SnapshotView) -> List[Result]:
 
     def result(status: str, subject: str, message: str, observed: Any = None, fix=None, variables=None) -> Result:
         shown_severity = "warning" if status == WARN else severity
-        return Result(rule, status, shown_severity, subject, observed, expected, message, fix, variables)
+        return Result(rule, status, shown_severity, subject, observed, expected, message, fix, variables or {})
 
     for name in rule.conditions():
         condition = CONDITIONS[name]

@@ -6,20 +6,19 @@ every kind of entry (rules, failures, workloads) can hold one.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from preflight.engine import template
 
 
-class Fix:
+class Fix(NamedTuple):
     """What to do about a failure: a title, steps in words, and commands to run."""
 
-    def __init__(self, id: str, title: str, steps: List[str], commands: List[str], origin: str) -> None:
-        self.id = id
-        self.title = title
-        self.steps = steps
-        self.commands = commands
-        self.origin = origin
+    id: str
+    title: str
+    steps: List[str]
+    commands: List[str]
+    origin: str
 
     def texts(self) -> List[str]:
         return [self.title] + self.steps + self.commands

@@ -12,31 +12,25 @@ SEVERITIES = ("error", "warning", "info")
 PROFILES = ("train", "inference", "node")
 
 
-class Rule:
-    def __init__(self, id: str, title: str, severity: str, profiles: Tuple[str, ...], when: Tuple[str, ...],
-                 fact: Fact, comparison: Comparison, raw_params: Dict[str, Any],
-                 profile_params: Dict[str, Dict[str, Any]], message: Optional[str], pass_message: Optional[str],
-                 labels: Dict[str, str],
-                 fix: Optional[Fix], fixes_by_value: Dict[str, Fix], why: str, source: str, origin: str,
-                 examples: Tuple[Dict[str, Any], ...] = ()) -> None:
-        self.id = id
-        self.title = title
-        self.severity = severity
-        self.profiles = profiles
-        self.when = when
-        self.fact = fact
-        self.comparison = comparison
-        self.raw_params = raw_params            # as written in the file
-        self.profile_params = profile_params    # [rule.profile.NAME] overrides
-        self.message = message
-        self.pass_message = pass_message
-        self.labels = labels
-        self.fix = fix
-        self.fixes_by_value = fixes_by_value
-        self.why = why
-        self.source = source
-        self.origin = origin
-        self.examples = examples  # expected behaviour as data, replayed by the tests (see loader.EXAMPLE_KEYS)
+class Rule(NamedTuple):
+    id: str
+    title: str
+    severity: str
+    profiles: Tuple[str, ...]
+    when: Tuple[str, ...]
+    fact: Fact
+    comparison: Comparison
+    raw_params: Dict[str, Any]  # as written in the file
+    profile_params: Dict[str, Dict[str, Any]]  # [rule.profile.NAME] overrides
+    message: Optional[str]
+    pass_message: Optional[str]
+    labels: Dict[str, str]
+    fix: Optional[Fix]
+    fixes_by_value: Dict[str, Fix]
+    why: str
+    source: str
+    origin: str
+    examples: Tuple[Dict[str, Any], ...] = ()  # expected behaviour as data, replayed by the tests (see loader.EXAMPLE_KEYS)
 
     @property
     def per_gpu(self) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from preflight import __version__
 from preflight.errors import ProbeError
@@ -30,17 +30,26 @@ def abandoned_probes() -> bool:
     return any(thread.is_alive() for thread in _abandoned)
 
 
-class Options:
-    def __init__(self, timeout: float = 10.0, python: Optional[str] = None, nvml_fixture: Optional[str] = None,
-                 packages: Optional[List[Dict[str, Any]]] = None, use_cache: bool = True,
-                 environ: Optional[Mapping[str, str]] = None, nvml_binding=None) -> None:
-        self.timeout = timeout
-        self.python = python
-        self.nvml_fixture = nvml_fixture
-        self.packages = packages or []
-        self.use_cache = use_cache
-        self.environ = os.environ if environ is None else environ
-        self.nvml_binding = nvml_binding  # tests hand in a binding directly
+class _Options(NamedTuple):
+    timeout: float
+    python: Optional[str]
+    nvml_fixture: Optional[str]
+    packages: List[Dict[str, Any]]
+    use_cache: bool
+    environ: Mapping[str, str]
+    nvml_binding: Any  # tests hand in a binding directly
+
+
+class Options(_Options):
+    """How to probe: the deadline, the interpreter, a replayed NVML, the packages to look up."""
+
+    __slots__ = ()
+
+    def __new__(cls, timeout: float = 10.0, python: Optional[str] = None, nvml_fixture: Optional[str] = None,
+                packages: Optional[List[Dict[str, Any]]] = None, use_cache: bool = True,
+                environ: Optional[Mapping[str, str]] = None, nvml_binding: Any = None) -> "Options":
+        return super().__new__(cls, timeout, python, nvml_fixture, list(packages or []), use_cache,
+                               os.environ if environ is None else environ, nvml_binding)
 
 
 class _Task:

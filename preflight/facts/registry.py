@@ -13,7 +13,7 @@ Adding a fact here is all it takes for rule files to use it.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from preflight import units
 from preflight.facts import derived
@@ -60,20 +60,16 @@ class SnapshotView:
 Compute = Callable[[SnapshotView, Optional[Dict[str, Any]]], Any]
 
 
-class Fact:
-    def __init__(self, path: str, kind: str, description: str, probes: Tuple[str, ...], compute: Compute,
-                 per_gpu: bool = False, values: Tuple[str, ...] = (), details: Tuple[str, ...] = (),
-                 implies: Tuple[str, ...] = ()) -> None:
-        assert kind in KINDS, kind
-        self.path = path
-        self.kind = kind
-        self.description = description
-        self.probes = probes
-        self.compute = compute
-        self.per_gpu = per_gpu
-        self.values = values
-        self.details = details
-        self.implies = implies
+class Fact(NamedTuple):
+    path: str
+    kind: str
+    description: str
+    probes: Tuple[str, ...]
+    compute: Compute
+    per_gpu: bool = False
+    values: Tuple[str, ...] = ()
+    details: Tuple[str, ...] = ()
+    implies: Tuple[str, ...] = ()
 
     def read(self, facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Tuple[Any, Dict[str, Any]]:
         """(value, details); raises Unknown."""
@@ -85,15 +81,13 @@ class Fact:
         return result, {}
 
 
-class Condition:
+class Condition(NamedTuple):
     """A named precondition of a rule (``when = [...]``); ``check`` returns None when it holds, else the reason."""
 
-    def __init__(self, name: str, description: str, probes: Tuple[str, ...],
-                 check: Callable[[SnapshotView], Optional[str]]) -> None:
-        self.name = name
-        self.description = description
-        self.probes = probes
-        self.check = check
+    name: str
+    description: str
+    probes: Tuple[str, ...]
+    check: Callable[[SnapshotView], Optional[str]]
 
 
 # --- readers -------------------------------------------------------------------
@@ -407,6 +401,9 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
          ("container",), _missing_capabilities, details=("driver_capabilities",),
          implies=("container_capabilities",)),
 ]}
+
+for _fact in REGISTRY.values():
+    assert _fact.kind in KINDS, _fact.path
 
 
 # --- conditions -----------------------------------------------------------------
