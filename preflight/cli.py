@@ -69,21 +69,28 @@ PROBE = [
     click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
                  help="Add or override rules from a .toml file or a folder of them (repeatable)."),
 ]
-CHECK = [
-    click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True, envvar="PREFLIGHT_PROFILE",
-                 help="train and inference check the job's environment; node checks hardware and driver only. "
-                      "[env: PREFLIGHT_PROFILE]"),
-    click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too."),
-    click.option("--select", multiple=True, metavar="ID",
-                 help="Run only these rules: an id or a dotted prefix (gpu selects gpu.*); repeatable or comma-separated."),
-    click.option("--ignore", multiple=True, metavar="ID",
-                 help="Skip these rules (id or prefix); the more specific selector wins."),
-    click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE",
-                 help="Change a threshold without editing files, e.g. --set driver.version.min=535 "
-                      "--set gpu.memory.min=24GB."),
-    click.option("--facts", "facts_file", metavar="FILE",
-                 help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin)."),
-]
+def check_group(default_profile: str = "train") -> List[Callable]:
+    """The options that say what to check; slurm's --profile defaults to node (admission), the others' to train."""
+    return [
+        click.option("--profile", type=click.Choice(_PROFILES), default=default_profile, show_default=True,
+                     envvar="PREFLIGHT_PROFILE",
+                     help="train and inference check the job's environment; node checks hardware and driver only. "
+                          "[env: PREFLIGHT_PROFILE]"),
+        click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too."),
+        click.option("--select", multiple=True, metavar="ID",
+                     help="Run only these rules: an id or a dotted prefix (gpu selects gpu.*); repeatable or comma-separated."),
+        click.option("--ignore", multiple=True, metavar="ID",
+                     help="Skip these rules (id or prefix); the more specific selector wins."),
+        click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE",
+                     help="Change a threshold without editing files, e.g. --set driver.version.min=535 "
+                          "--set gpu.memory.min=24GB."),
+        click.option("--facts", "facts_file", metavar="FILE",
+                     help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin)."),
+    ]
+
+
+CHECK = check_group()
+
 WORKLOAD = [
     click.option("--workload", metavar="ID", help="Size a workload against free GPU memory (yolov9-t, -s, -m, -c, -e)."),
     click.option("--task", type=click.Choice(["train", "inference"]),
@@ -326,7 +333,7 @@ def exec_command(options, output_format, quiet, warn_only, retry_timeout, sleep,
 
 
 @cli.command()
-@declare(CHECK)
+@declare(check_group("node"))
 @click.option("--node", metavar="NAME", help="Slurm node name [default: SLURMD_NODENAME, else the short host name].")
 @click.option("--scontrol", metavar="PATH", help="scontrol to use [default: found in PATH or the usual install folders].")
 @click.option("--slurm-conf", metavar="FILE",
@@ -334,7 +341,7 @@ def exec_command(options, output_format, quiet, warn_only, retry_timeout, sleep,
                    "/usr/local/etc/slurm.conf or /opt/slurm/etc/slurm.conf, else scontrol's own].")
 @click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
 @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it.")
-@check_options(PROBE, consume=_names(CHECK))
+@check_options(PROBE, consume=_names(check_group("node")))
 def slurm(options, node, scontrol, slurm_conf, scontrol_timeout, dry_run) -> int:
     """Slurm HealthCheckProgram and Prolog: drain this node when checks fail, resume it when they pass.
 
@@ -342,13 +349,19 @@ def slurm(options, node, scontrol, slurm_conf, scontrol_timeout, dry_run) -> int
     Drains with Reason="preflight: <rule-id> <message>"; resumes only nodes
     whose reason starts with "preflight:". A node whose reason is anyone
     else's (DOWN, FAIL, MAINT, DRAIN by an administrator) is never drained
-    over or resumed. Use --profile node for node admission. Exit codes:
+    over or resumed. The profile is node (hardware and driver); train or
+    inference need --python PATH, the job's interpreter. Exit codes:
     0 checks pass, 1 checks fail (as a Prolog this also makes Slurm requeue
     the job), 2 bad usage, 4 scontrol missing, failing or not answering,
     5 unknown: a probe timed out (not NVML), the node is left as it is.
     """
     from preflight.commands import slurm as command
 
+    if options.profile != "node" and not options.python:
+        raise click.UsageError(
+            "--profile %s checks a job's Python environment, and preflight's own is not the job's: give the "
+            "training interpreter with --python PATH, or admit nodes with --profile node (the default)"
+            % options.profile)
     return command.main(options, node, scontrol, slurm_conf, _duration("--scontrol-timeout", scontrol_timeout),
                         dry_run, _log, _warn)
 

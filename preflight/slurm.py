@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from preflight.errors import ExitCode, PreflightError
 from preflight.probes import process
@@ -175,29 +175,56 @@ def is_ours(reason: Optional[str]) -> bool:
     return (reason or "").startswith(REASON_PREFIX)
 
 
-def admit(failures: List[Result], scontrol: Scontrol, node: str) -> List[str]:
-    """Drain ``node`` for ``failures``, or resume it when there are none; returns what was done, in words.
+class Decision(NamedTuple):
+    """What to do to a node (``resume``, ``drain`` with ``reason``, or ``none``), as done and as planned."""
+
+    action: str
+    reason: Optional[str]
+    done: str
+    planned: str
+
+
+def decide(failures: List[Result], node: str, state: str, reason: Optional[str]) -> Decision:
+    """Drain ``node`` for ``failures``, or resume it when there are none and the drain is preflight's own.
 
     A node whose reason is not preflight's (an administrator's DOWN, FAIL,
     MAINT, DRAIN; Slurm's own "Not responding") is never drained over and
     never resumed: only preflight's own drain is preflight's to lift.
     """
-    state, reason = scontrol.node(node)
     ours = is_ours(reason)
     foreign = reason is not None and not ours
     if not failures:
         if is_drained(state) and ours:
-            scontrol.resume(node)
-            return ["checks pass: resumed %s (it was drained by preflight: %s)" % (node, reason)]
+            return Decision("resume", None, "checks pass: resumed %s (its reason was %s)" % (node, reason),
+                            "checks pass: would resume %s (its reason is %s)" % (node, reason))
         if foreign or out_of_service(state):
-            return ["checks pass; %s stays %s: its reason is not preflight's (%s)" % (node, state, reason or "none")]
-        return ["checks pass; %s is %s" % (node, state)]
+            words = "checks pass; %s stays %s: its reason is not preflight's (%s)" % (
+                node, state, reason or "no reason given")
+            return Decision("none", None, words, words)
+        words = "checks pass; %s is %s" % (node, state)
+        return Decision("none", None, words, words)
     wanted = drain_reason(failures)
     if foreign:
-        return ["checks fail (%s); %s is %s for another reason, left as it is: %s" % (wanted, node, state, reason)]
+        words = "checks fail (%s); %s is %s for another reason, left as it is: %s" % (wanted, node, state, reason)
+        return Decision("none", None, words, words)
     if ours and reason == wanted and is_drained(state):
-        return ["checks fail; %s is already drained: %s" % (node, reason)]
+        words = "checks fail; %s is already drained: %s" % (node, reason)
+        return Decision("none", None, words, words)
     if not ours and out_of_service(state):
-        return ["checks fail (%s); %s is %s (no reason given), left as it is" % (wanted, node, state)]
-    scontrol.drain(node, wanted)
-    return ["checks fail: drained %s: %s" % (node, wanted)]
+        words = "checks fail (%s); %s is %s (no reason given), left as it is" % (wanted, node, state)
+        return Decision("none", None, words, words)
+    return Decision("drain", wanted, "checks fail: drained %s: %s" % (node, wanted),
+                    "checks fail: would drain %s: %s" % (node, wanted))
+
+
+def admit(failures: List[Result], scontrol: Scontrol, node: str, dry_run: bool = False) -> List[str]:
+    """Decide from the node's current state and reason, then act (unless ``dry_run``); returns what happened."""
+    state, reason = scontrol.node(node)
+    decision = decide(failures, node, state, reason)
+    if dry_run:
+        return ["dry run, nothing changed: %s" % decision.planned]
+    if decision.action == "resume":
+        scontrol.resume(node)
+    elif decision.action == "drain":
+        scontrol.drain(node, decision.reason)
+    return [decision.done]

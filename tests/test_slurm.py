@@ -134,7 +134,7 @@ def test_node_name_and_reason_parsing(tmp_path):
     scontrol = admission.Scontrol(str(fake_scontrol(tmp_path, "IDLE+DRAIN", "preflight: gpu.health x")), None, 5, {})
     assert scontrol.node("n1") == ("IDLE+DRAIN", "preflight: gpu.health x")
     dry = slurm(fake_scontrol(tmp_path), A100X2, "--dry-run")
-    assert "would drain: preflight: gpu.health" in dry.stderr
+    assert "dry run, nothing changed: checks fail: would drain n1: preflight: gpu.health" in dry.stderr
     assert not [c for c in calls(tmp_path) if c.startswith("update")]
 
 
@@ -437,3 +437,40 @@ def test_a_node_another_owns_is_neither_drained_nor_resumed(tmp_path, state, rea
     passing = slurm(fake_scontrol(tmp_path / "pass", state, reason), H200)
     assert passing.returncode == 0 and "its reason is not preflight's (%s)" % reason in passing.stderr
     assert not [c for c in calls(tmp_path / "fail") + calls(tmp_path / "pass") if c.startswith("update")]
+
+
+def test_slurm_admits_with_the_node_profile_by_default(tmp_path):
+    # The H200 is healthy; preflight's own venv has no torch, which is not the node's business.
+    scontrol = fake_scontrol(tmp_path, "IDLE+DRAIN", "preflight: gpu.health gpu0 old problem")
+    completed = run_cli("slurm", "--nvml-fixture", H200, "--scontrol", str(scontrol), "--node", "n1", "--dry-run")
+    assert completed.returncode == 0, completed.stderr
+    assert "torch" not in completed.stderr
+    assert ("dry run, nothing changed: checks pass: would resume n1 (its reason is preflight: gpu.health gpu0 old "
+            "problem)") in completed.stderr
+    completed = run_cli("slurm", "--nvml-fixture", H200, "--scontrol", str(scontrol), "--node", "n1")
+    assert "checks pass: resumed n1 (its reason was preflight: gpu.health gpu0 old problem)" in completed.stderr
+    assert "preflight: preflight:" not in completed.stderr.replace("preflight: checks", "")
+
+
+@pytest.mark.parametrize("profile", ["train", "inference"])
+def test_slurm_job_profiles_need_the_jobs_interpreter(tmp_path, profile):
+    scontrol = fake_scontrol(tmp_path)
+    completed = run_cli("slurm", "--profile", profile, "--nvml-fixture", H200, "--scontrol", str(scontrol),
+                        "--node", "n1")
+    assert completed.returncode == 2 and "give the training interpreter with --python PATH" in completed.stderr
+    assert not calls(tmp_path)  # scontrol was not even asked
+    completed = run_cli("slurm", "--nvml-fixture", H200, "--scontrol", str(scontrol), "--node", "n1",
+                        env={"PREFLIGHT_PROFILE": profile})
+    assert completed.returncode == 2
+
+
+def test_dry_run_says_an_administrators_drain_stays_and_no_reason_is_not_none(tmp_path):
+    (tmp_path / "a").mkdir()
+    admins = fake_scontrol(tmp_path / "a", "IDLE+DRAIN", "maintenance: new PSU")
+    completed = slurm(admins, H200, "--dry-run")
+    assert "dry run, nothing changed: checks pass; n1 stays IDLE+DRAIN: its reason is not preflight's " \
+           "(maintenance: new PSU)" in completed.stderr
+    (tmp_path / "b").mkdir()
+    idle = fake_scontrol(tmp_path / "b", "IDLE")
+    completed = slurm(idle, H200, "--dry-run")
+    assert "checks pass; n1 is IDLE" in completed.stderr and "None" not in completed.stderr

@@ -23,14 +23,9 @@ def main(options: CheckOptions, node: Optional[str], scontrol: Optional[str], sl
                                          result.id, result.subject, result.message))
     if undetermined and not failures:
         state, reason = tool.node(name)
-        log("preflight: the checks could not finish (%s timed out); %s is left as it is (%s, reason: %s)"
-            % (", ".join(report.timed_out_probes()), name, state, reason))
+        log("preflight: the checks could not finish (%s timed out); %s is left as it is (%s%s)"
+            % (", ".join(report.timed_out_probes()), name, state, ", reason: %s" % reason if reason else ""))
         return ExitCode.SLURM_UNKNOWN
-    if dry_run:
-        state, reason = tool.node(name)
-        wanted = "resume if drained by preflight" if not failures else "drain: %s" % admission.drain_reason(failures)
-        log("preflight: node %s is %s (reason: %s); would %s" % (name, state, reason, wanted))
-    else:
-        for line in admission.admit(failures, tool, name):
-            log("preflight: %s" % line)
+    for line in admission.admit(failures, tool, name, dry_run):
+        log("preflight: %s" % line)
     return ExitCode.FAILED if failures else ExitCode.OK
