@@ -49,7 +49,8 @@ def machine(example: Dict[str, Any]) -> Dict[str, Any]:
 @pytest.mark.parametrize("rule, index, example", EXAMPLES,
                          ids=["%s[%d]-%s" % (rule.id, index, example["expect"]) for rule, index, example in EXAMPLES])
 def test_rule_example(rule, index, example):
-    results = evaluate([rule.resolve(example["profile"])], machine(example))
+    settings = {key: str(value) for key, value in example.get("set", {}).items()}
+    results = evaluate([rule.resolve(example["profile"], settings)], machine(example))
     statuses = [r.status for r in results]
     assert example["expect"] in statuses, (statuses, [r.message for r in results])
     shown = [r for r in results if r.status == example["expect"]][0]

@@ -280,18 +280,21 @@ class BoolComparison(Comparison):
 class InComparison(Comparison):
     name = "in"
     kinds = ("enum", "string", "version", "number")
-    summary = "the value must be one of 'expected'; one of 'tolerated' only warns"
+    summary = ("the value must be one of 'expected' (one of 'tolerated' only warns); without 'expected', any "
+               "value passes but one of 'discouraged', which warns")
     params = {
-        "expected": Param(_strings, "values that pass"),
+        "expected": Param(_strings, "values that pass (others fail)"),
         "tolerated": Param(_strings, "values that warn"),
+        "discouraged": Param(_strings, "values that warn, when no 'expected' is given"),
     }
-    required_params = ("expected",)
     details = ("expected_first",)
 
     def check(self, params, enum_values):
         super().check(params, enum_values)
+        if not params.get("expected") and not params.get("discouraged"):
+            raise ValueError("comparison 'in' needs 'expected' (or, to allow any value but a few, 'discouraged')")
         if enum_values:
-            for key in ("expected", "tolerated"):
+            for key in ("expected", "tolerated", "discouraged"):
                 unknown = [v for v in params.get(key, []) if v not in enum_values]
                 if unknown:
                     raise ValueError("'%s' lists %s, which this fact never takes (it takes: %s)"
@@ -300,15 +303,20 @@ class InComparison(Comparison):
     def evaluate(self, value, params, labels):
         text = value_text(value) if value is not None else "none"
         shown = labels.get(text, text)
-        details = {"expected_first": params["expected"][0] if params["expected"] else ""}
-        if text in params["expected"]:
+        expected = params.get("expected") or []
+        details = {"expected_first": expected[0] if expected else None}  # None: a fix leaves that command out
+        if text in expected:
             return Verdict(PASS, shown, details)
         if text in params.get("tolerated", []):
             return Verdict(WARN, shown, details)
+        if not expected:
+            return Verdict(WARN if text in params.get("discouraged", []) else PASS, shown, details)
         return Verdict(FAIL, shown, details)
 
     def expected(self, params):
-        values = params["expected"]
+        values = params.get("expected") or []
+        if not values:
+            return "any but %s" % ", ".join(params.get("discouraged", []))
         return values[0] if len(values) == 1 else "one of: %s" % ", ".join(values)
 
 

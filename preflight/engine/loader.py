@@ -257,10 +257,11 @@ def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
 #   facts = { "nvml.driver_version" = "525.147.05" }  # changes to the reference machine, by dotted path
 #   unset = ["python.torch.cuda"]                     # keys to remove (TOML has no null)
 #   workload = { id = "yolov9-c", batch = 64 }        # for rules that read --workload
+#   set = { expected = "yolov9" }                     # the rule's settings, as --set RULE.KEY=VALUE gives them
 #   message = "525.147.05"                            # a fragment the message must contain
 # The reference machine is tests/fixtures/reference-facts.json (an H200 node with a complete YOLOv9
 # environment); tests/test_rule_examples.py replays every example through the evaluation code.
-EXAMPLE_KEYS = {"expect", "profile", "facts", "unset", "workload", "message"}
+EXAMPLE_KEYS = {"expect", "profile", "facts", "unset", "workload", "message", "set"}
 EXAMPLE_STATUSES = ("pass", "warn", "fail", "skip", "error")
 
 
@@ -283,8 +284,9 @@ def _examples(entry: EntryReader, profiles: Tuple[str, ...]) -> Tuple[Dict[str, 
         facts, unset = example.get("facts", {}), example.get("unset", [])
         if not isinstance(facts, dict) or not isinstance(unset, list) or not all(isinstance(u, str) for u in unset):
             raise entry.error("%s: 'facts' must be a table of dotted path = value, 'unset' a list of paths" % where)
-        if not isinstance(example.get("message", ""), str) or not isinstance(example.get("workload", {}), dict):
-            raise entry.error("%s: 'message' must be a string and 'workload' a table" % where)
+        if not isinstance(example.get("message", ""), str) or not isinstance(example.get("workload", {}), dict) \
+                or not isinstance(example.get("set", {}), dict):
+            raise entry.error("%s: 'message' must be a string, 'workload' and 'set' tables" % where)
         examples.append(dict(example, profile=profile))
     return tuple(examples)
 
