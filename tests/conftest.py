@@ -210,9 +210,9 @@ class FakeEnvironment:
 
     def add_yolov9_packages(self, skip=()) -> None:
         """Everything the train profile's python.packages rule asks for."""
-        packages = [("torchvision", "0.26.0", None), ("numpy", "2.5.2", None),
+        packages = [("torchvision", "0.26.0", None), ("numpy", "2.3.5", None),
                     ("opencv-python-headless", "5.0.0.93", "cv2"), ("PyYAML", "6.0.2", "yaml"),
-                    ("Pillow", "11.0.0", "PIL"), ("scipy", "1.15.0", None), ("matplotlib", "3.10.0", None),
+                    ("Pillow", "9.5.0", "PIL"), ("scipy", "1.15.0", None), ("matplotlib", "3.10.0", None),
                     ("pandas", "2.3.0", None), ("seaborn", "0.13.2", None), ("tqdm", "4.67.0", None),
                     ("requests", "2.32.0", None), ("psutil", "7.2.2", None), ("setuptools", "80.0.0", "pkg_resources"),
                     ("tensorboard", "2.19.0", None), ("thop", "0.1.1", None), ("ipython", "8.30.0", "IPython")]

@@ -384,7 +384,21 @@ def test_packages_version_requirement(fake_env):
     report = check("--select", "python.packages", "--set", "python.packages.required=numpy>=3,torch",
                    "--python", env.python)
     result = one(report, "python.packages")
-    assert result["status"] == "fail" and "numpy 2.5.2 does not satisfy >=3" in result["message"]
+    assert result["status"] == "fail" and "numpy 2.3.5 does not satisfy >=3" in result["message"]
+
+
+def test_yolov9_numpy_pillow_and_ipython_pins(fake_env):
+    env = fake_env()
+    env.add_torch()
+    env.add_yolov9_packages(skip=("numpy", "Pillow", "IPython"))
+    env.add_package("numpy", "2.4.1")
+    env.add_package("Pillow", "11.0.0", "PIL")
+    result = one(check("--select", "python.packages", "--python", env.python), "python.packages")
+    assert result["status"] == "fail"
+    assert "numpy 2.4.1 does not satisfy <2.4" in result["message"] and "IPython is missing" in result["message"]
+    assert "Pillow 11.0.0 does not satisfy <10 (optional)" in result["message"]
+    # The pins are in the fix: the installed version is shown, the command installs what YOLOv9 can run with.
+    assert result["fix"]["commands"] == ["%s -m pip install 'numpy<2.4' ipython 'Pillow<10'" % env.python]
 
 
 # --- host.shm ------------------------------------------------------------------------------
