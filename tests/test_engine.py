@@ -224,3 +224,33 @@ def test_settings_change_thresholds_and_severity():
     assert resolved.params["min"].value == 24 * 10**9 and resolved.texts()["min"] == "24GB"
     assert "recommended" not in resolved.params  # 16GB no longer means anything above a 24GB floor
     assert fresh.rules["host.shm"].resolve("train", settings["host.shm"]).severity == "error"
+
+
+# --- version requirements without packaging.specifiers' start-up cost --------------------------------
+
+_releases = st.lists(st.integers(min_value=0, max_value=12), min_size=1, max_size=3).map(
+    lambda parts: ".".join(str(p) for p in parts))
+_suffixes = st.sampled_from(["", "a1", "b2", "rc1", ".post1", ".dev0", "+local", ".post2+x", "rc1+y"])
+_versions = st.builds(lambda release, suffix: release + suffix, _releases, _suffixes)
+_clauses = st.builds(lambda op, release: op + release, st.sampled_from(["<", "<=", ">", ">=", "==", "!="]), _releases)
+_specifiers = st.lists(_clauses, min_size=1, max_size=3).map(",".join)
+
+
+@given(_specifiers, _versions)
+def test_plain_requirements_agree_with_packaging(specifier, version):
+    from packaging.specifiers import SpecifierSet
+
+    from preflight.engine import requirement
+
+    parsed = requirement.parse(specifier)
+    assert parsed.full is None  # plain clauses: checked without packaging.specifiers
+    assert parsed.contains(Version(version)) == SpecifierSet(specifier).contains(Version(version), prereleases=True)
+
+
+def test_other_requirements_go_to_packaging():
+    from preflight.engine import requirement
+
+    assert requirement.parse("~=2.3").contains(Version("2.5")) and not requirement.parse("~=2.3").contains(Version("3.0"))
+    assert requirement.parse("==2.*").contains(Version("2.7.1"))
+    with pytest.raises(ValueError, match="is not a version specifier"):
+        requirement.parse("<<2")

@@ -407,12 +407,11 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
     name, spec_text = match.groups()
     specifier = None
     if spec_text:
-        # packaging.specifiers compiles a large regex on import: only pay for it when a rule uses one.
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from preflight.engine.requirement import parse
 
         try:
-            specifier = SpecifierSet(spec_text)
-        except InvalidSpecifier:
+            specifier = parse(spec_text)
+        except ValueError:
             raise ValueError("%r: %r is not a version specifier" % (text, spec_text))
     info = known.get(name, {})
     import_name = info.get("import") or name.lower().replace("-", "_")
@@ -476,7 +475,7 @@ class PresentComparison(Comparison):
         version = found.get("version")
         if spec.specifier is not None and version is not None:
             try:
-                if not spec.specifier.contains(Version(version), prereleases=True):
+                if not spec.specifier.contains(Version(version)):
                     return "%s %s does not satisfy %s" % (spec.name, version, spec.specifier)
             except InvalidVersion:
                 return None
