@@ -385,7 +385,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         process.reopen()  # an earlier run in this process closed it on its way out
     try:
         argv = with_environment_args(list(sys.argv[1:] if argv is None else argv), os.environ,
-                                     lambda: _option_arity(exec_command))
+                                     lambda name: _option_arity(cli.commands[name]))
         code = cli.main(args=argv, prog_name="preflight", standalone_mode=False)
     except click.ClickException as exc:
         exc.show()

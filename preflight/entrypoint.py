@@ -24,15 +24,21 @@ def skip_requested(environ) -> bool:
     return (environ.get(SKIP_VARIABLE) or "").strip().lower() in _TRUE
 
 
-def with_environment_args(argv: List[str], environ, option_arity: Callable[[], Dict[str, bool]]) -> List[str]:
-    """``preflight exec ...`` with PREFLIGHT_ARGS inserted first, so the command line still wins.
+# The commands that evaluate rules, and so take PREFLIGHT_ARGS.
+ARGS_COMMANDS = ("check", "exec", "slurm")
 
-    ``option_arity()`` maps each option of ``exec`` to whether it takes a value.
-    PREFLIGHT_ARGS may hold options only: a stray word would otherwise become
-    the command that exec starts instead of the training command.
+
+def with_environment_args(argv: List[str], environ,
+                          option_arity: Callable[[str], Dict[str, bool]]) -> List[str]:
+    """``preflight check|exec|slurm ...`` with PREFLIGHT_ARGS inserted first, so the command line still wins.
+
+    ``option_arity(command)`` maps each option of that command to whether it
+    takes a value. PREFLIGHT_ARGS may hold options only: a stray word would
+    otherwise become the command that exec starts instead of the training
+    command, or an argument another command does not take.
     """
     extra = environ.get(ARGS_VARIABLE)
-    if not extra or not argv or argv[0] != "exec":
+    if not extra or not argv or argv[0] not in ARGS_COMMANDS:
         return argv
     import shlex
 
@@ -41,7 +47,7 @@ def with_environment_args(argv: List[str], environ, option_arity: Callable[[], D
     except ValueError as exc:
         raise PreflightError("%s=%r cannot be split into words: %s" % (ARGS_VARIABLE, extra, exc),
                              "quote as in a shell: %s=\"--ignore 'host.shm'\"" % ARGS_VARIABLE)
-    arity = option_arity()
+    arity = option_arity(argv[0])
     index = 0
     while index < len(words):
         word = words[index]
@@ -52,8 +58,8 @@ def with_environment_args(argv: List[str], environ, option_arity: Callable[[], D
                                  "the command to run goes after '--' on the command line: "
                                  "preflight exec [options] -- CMD ...")
         if name not in arity:
-            raise PreflightError("%s holds %r, which is not an option of preflight exec" % (ARGS_VARIABLE, word),
-                                 "'preflight exec --help' lists them")
+            raise PreflightError("%s holds %r, which is not an option of preflight %s" % (ARGS_VARIABLE, word, argv[0]),
+                                 "'preflight %s --help' lists them" % argv[0])
         if arity[name] and "=" not in word:
             if index + 1 >= len(words):
                 raise PreflightError("%s: %s needs a value" % (ARGS_VARIABLE, word))

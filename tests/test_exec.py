@@ -136,3 +136,16 @@ def test_a_missing_command_and_bad_durations():
     assert completed.returncode == 127 and "cannot start 'no-such-command-xyz': no such command" in completed.stderr
     assert run_cli("exec", "--retry-timeout", "soon", *PASSING[1:], "true").returncode == 2
     assert run_cli("exec", "--profile", "node").returncode == 2  # no command
+
+
+def test_preflight_args_apply_to_check_and_slurm_too(tmp_path):
+    completed = run_cli("check", "--nvml-fixture", H200, env={"PREFLIGHT_ARGS": "--profile node --format json"})
+    assert completed.returncode == 0 and json.loads(completed.stdout)["profile"] == "node"
+    completed = run_cli("check", "--nvml-fixture", H200, env={"PREFLIGHT_ARGS": "--warn-only"})
+    assert completed.returncode == 2
+    assert "PREFLIGHT_ARGS holds '--warn-only', which is not an option of preflight check" in completed.stderr
+    completed = run_cli("slurm", "--nvml-fixture", H200, "--scontrol", str(tmp_path / "none"),
+                        env={"PREFLIGHT_ARGS": "node-17"})
+    assert completed.returncode == 2 and "PREFLIGHT_ARGS holds 'node-17', which is not an option" in completed.stderr
+    # Commands that evaluate no rules leave it alone.
+    assert run_cli("rules", env={"PREFLIGHT_ARGS": "--warn-only"}).returncode == 0
