@@ -26,10 +26,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import click
 
 from preflight import __version__
+from preflight.engine.model import PROFILES
 from preflight.errors import ExitCode, PreflightError
 from preflight.render.formats import FORMATS
 
-_PROFILES = ("train", "inference", "node")
 _COLORS = click.Choice(["auto", "always", "never"])
 
 
@@ -72,7 +72,7 @@ PROBE = [
 def check_group(default_profile: str = "train") -> List[Callable]:
     """The options that say what to check; slurm's --profile defaults to node (admission), the others' to train."""
     return [
-        click.option("--profile", type=click.Choice(_PROFILES), default=default_profile, show_default=True,
+        click.option("--profile", type=click.Choice(PROFILES), default=default_profile, show_default=True,
                      envvar="PREFLIGHT_PROFILE",
                      help="train and inference check the job's environment; node checks hardware and driver only. "
                           "[env: PREFLIGHT_PROFILE]"),
@@ -221,7 +221,7 @@ def facts(options, list_facts, output) -> int:
 
 
 @cli.command("rules")
-@click.option("--profile", type=click.Choice(_PROFILES), help="Only the rules of this profile.")
+@click.option("--profile", type=click.Choice(PROFILES), help="Only the rules of this profile.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
               show_default=True)
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH", help="Add or override rules (repeatable).")
@@ -248,7 +248,7 @@ def explain(rule_id, rules_paths) -> int:
 @click.option("--facts", "facts_file", metavar="FILE", help="Make fixes concrete with a saved snapshot instead of probing.")
 @click.option("--no-facts", is_flag=True,
               help="Do not look at this machine (the log comes from elsewhere): fixes stay generic.")
-@click.option("--profile", type=click.Choice(_PROFILES), default="train", show_default=True,
+@click.option("--profile", type=click.Choice(PROFILES), default="train", show_default=True,
               help="Profile of the related check rules shown with each problem.")
 @click.option("--list", "list_catalog", is_flag=True, help="List the known failures instead of reading a log.")
 @click.option("--color", type=_COLORS, default="auto", show_default=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from preflight.engine.model import PROFILES
 from preflight.errors import PreflightError
 
-PROFILES = ("train", "inference", "node")
 MAX_TIMEOUT = 3600
 
 
