@@ -69,9 +69,17 @@ PROBE = [
     click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
                  help="Add or override rules from a .toml file or a folder of them (repeatable)."),
 ]
-def check_group(default_profile: str = "train") -> List[Callable]:
+def check_group(default_profile: str = "train", expect_gpus: Optional[str] = None) -> List[Callable]:
     """The options that say what to check; slurm's --profile defaults to node (admission), the others' to train."""
     return [
+        click.option("--expect-gpus", "expect_gpus", metavar="N|auto", default=expect_gpus,
+                     show_default=expect_gpus is not None,
+                     help="The GPUs this node or job must have: fewer fails, more warns; 0 means not a GPU node "
+                          "(GPU checks skipped). auto: %s." % (
+                              "the node's Slurm Gres; a node with no GPU in its Gres and no NVIDIA driver is not a "
+                              "GPU node" if expect_gpus else
+                              "the job's Slurm allocation (SLURM_GPUS_ON_NODE) where set, else no expectation")
+                          + ("" if expect_gpus else " [default: no expectation]")),
         click.option("--profile", type=click.Choice(PROFILES), default=default_profile, show_default=True,
                      envvar="PREFLIGHT_PROFILE",
                      help="train and inference check the job's environment; node checks hardware and driver only. "
@@ -150,7 +158,7 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
                 settings=list(values.get("settings", ())), facts_file=values.get("facts_file"),
                 python=values.get("python"), nvml_fixture=values.get("nvml_fixture"),
                 timeout=values.get("timeout", 10.0), use_cache=not values.get("no_cache", False),
-                strict=values.get("strict", False), workload=workload)
+                strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"))
             return function(**kwargs)
         for declaration in reversed(declarations):
             command = declaration(command)
@@ -333,7 +341,7 @@ def exec_command(options, output_format, quiet, warn_only, retry_timeout, sleep,
 
 
 @cli.command()
-@declare(check_group("node"))
+@declare(check_group("node", "auto"))
 @click.option("--node", metavar="NAME", help="Slurm node name [default: SLURMD_NODENAME, else the short host name].")
 @click.option("--scontrol", metavar="PATH", help="scontrol to use [default: found in PATH or the usual install folders].")
 @click.option("--slurm-conf", metavar="FILE",
@@ -341,7 +349,7 @@ def exec_command(options, output_format, quiet, warn_only, retry_timeout, sleep,
                    "/usr/local/etc/slurm.conf or /opt/slurm/etc/slurm.conf, else scontrol's own].")
 @click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
 @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it.")
-@check_options(PROBE, consume=_names(check_group("node")))
+@check_options(PROBE, consume=_names(check_group("node", "auto")))
 def slurm(options, node, scontrol, slurm_conf, scontrol_timeout, dry_run) -> int:
     """Slurm HealthCheckProgram and Prolog: drain this node when checks fail, resume it when they pass.
 

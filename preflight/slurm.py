@@ -106,19 +106,68 @@ class Scontrol:
                              "is slurmctld reachable, is this node in slurm.conf (--node), and is --slurm-conf right?")
         return completed.stdout
 
-    def node(self, name: str) -> Tuple[str, Optional[str]]:
-        """(state, reason) of a node: ``IDLE+DRAIN``, ``preflight: gpu.health ...``."""
+    def node(self, name: str) -> "NodeInfo":
+        """What Slurm says of a node: its state (``IDLE+DRAIN``), reason, GPUs in its Gres, partitions, features."""
         text = self.run("show", "node", name, "--oneliner")
-        state = re.search(r"\bState=(\S+)", text)
-        if not state:
-            raise SlurmError("scontrol show node %s printed no State: %r" % (name, text.strip()[:200]))
-        return state.group(1), parse_reason(text)
+        return parse_node(name, text)
 
     def drain(self, name: str, reason: str) -> None:
         self.run("update", "NodeName=%s" % name, "State=DRAIN", "Reason=%s" % reason)
 
     def resume(self, name: str) -> None:
         self.run("update", "NodeName=%s" % name, "State=RESUME")
+
+
+class NodeInfo(NamedTuple):
+    """One node as ``scontrol show node`` describes it."""
+
+    name: str
+    state: str
+    reason: Optional[str]
+    gres_gpus: Optional[int]  # None: the Gres lists no GPU
+    gres: str
+    partitions: Tuple[str, ...]
+    features: Tuple[str, ...]
+
+
+def _field(line: str, name: str) -> Optional[str]:
+    found = re.search(r"(?:^|\s)%s=(\S*)" % re.escape(name), line)
+    value = found.group(1) if found else None
+    return None if value in (None, "", "(null)") else value
+
+
+def parse_node(name: str, text: str) -> NodeInfo:
+    line = " ".join(text.split())
+    state = _field(line, "State")
+    if not state:
+        raise SlurmError("scontrol show node %s printed no State: %r" % (name, text.strip()[:200]))
+    gres = _field(line, "Gres") or ""
+    features = _field(line, "ActiveFeatures") or _field(line, "AvailableFeatures") or ""
+    return NodeInfo(name, state, parse_reason(text), gres_gpu_count(gres), gres,
+                    tuple(p for p in (_field(line, "Partitions") or "").split(",") if p),
+                    tuple(f for f in features.split(",") if f))
+
+
+def gres_gpu_count(gres: str) -> Optional[int]:
+    """How many GPUs a node's Gres lists: ``gpu:8``, ``gpu:h100:8``, ``gpu:a100:4(S:0-1)``, ``gpu:h100:4,gpu:a100:2``.
+
+    None when no entry is a GPU (``(null)``, ``shard:8`` alone). ``gpu`` with no count is one GPU, as in
+    slurm.conf; ``gpu:0`` is zero.
+    """
+    total: Optional[int] = None
+    for entry in re.split(r",(?![^(]*\))", gres):  # commas inside (S:0-1,3) are not separators
+        parts = entry.split("(")[0].strip().split(":")
+        if parts[0].strip().lower() != "gpu":
+            continue
+        count = 1
+        if len(parts) > 1:
+            last = parts[-1].strip()
+            multiplier = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}.get(last[-1:].lower(), 1)
+            digits = last[:-1] if multiplier > 1 else last
+            if digits.isdigit():
+                count = int(digits) * multiplier
+        total = (total or 0) + count
+    return total
 
 
 def drain_reason(blocking: List[Result]) -> str:
@@ -219,8 +268,8 @@ def decide(failures: List[Result], node: str, state: str, reason: Optional[str])
 
 def admit(failures: List[Result], scontrol: Scontrol, node: str, dry_run: bool = False) -> List[str]:
     """Decide from the node's current state and reason, then act (unless ``dry_run``); returns what happened."""
-    state, reason = scontrol.node(node)
-    decision = decide(failures, node, state, reason)
+    info = scontrol.node(node)
+    decision = decide(failures, node, info.state, info.reason)
     if dry_run:
         return ["dry run, nothing changed: %s" % decision.planned]
     if decision.action == "resume":

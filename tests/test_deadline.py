@@ -47,7 +47,7 @@ def test_a_hung_nvml_call_is_abandoned_at_the_deadline():
         from preflight.engine.evaluate import evaluate
 
         rules = selection.choose(loader.load(), "node", [], [])
-        results = evaluate(rules, snapshot)
+        results = [r for r in evaluate(rules, snapshot) if r.id != "gpu.expected_count"]  # no count expected: skipped
         assert {r.status for r in results} == {"error"}
         assert all("deadline" in r.message for r in results)
     finally:

@@ -112,6 +112,49 @@ def test_gpu_rules_apply_only_to_visible_gpus():
     assert report["ok"] is True  # the broken GPU 1 is not this job's
 
 
+# --- gpu.expected_count and nodes without GPUs --------------------------------------
+
+def test_expect_gpus_fails_on_fewer_and_warns_on_more():
+    fewer = one(check("--expect-gpus", "2"), "gpu.expected_count")
+    assert fewer["status"] == "fail"
+    assert fewer["message"] == "expected 2 GPUs (--expect-gpus 2), found 1"
+    assert fewer["fix"]["commands"][0] == "nvidia-smi -L"
+    exact = one(check("--expect-gpus", "2", fixture=A100X2, env={"CUDA_VISIBLE_DEVICES": "0,1"}), "gpu.expected_count")
+    assert exact["status"] == "pass" and exact["message"] == "2 GPU(s) visible to CUDA, as expected (--expect-gpus 2)"
+    warned = check("--expect-gpus", "1", "--select", "gpu.expected_count", fixture=A100X2)
+    assert status_of(warned, "gpu.expected_count") == "warn" and warned["ok"] is True
+    # Outside Slurm a job counts what CUDA will see.
+    hidden = one(check("--expect-gpus", "2", fixture=A100X2, env={"CUDA_VISIBLE_DEVICES": "1"}), "gpu.expected_count")
+    assert hidden["status"] == "fail" and "found 1" in hidden["message"]
+    # Without an expectation the rule does not run.
+    assert status_of(check("--select", "gpu.expected_count"), "gpu.expected_count") == "skip"
+
+
+def test_expect_gpus_auto_reads_the_jobs_slurm_allocation():
+    allocated = check("--expect-gpus", "auto", env={"SLURM_GPUS_ON_NODE": "4"})
+    assert one(allocated, "gpu.expected_count")["message"] == "expected 4 GPUs (SLURM_GPUS_ON_NODE), found 1"
+    assert status_of(check("--expect-gpus", "auto"), "gpu.expected_count") == "skip"
+
+
+@pytest.mark.parametrize("fixture", [NO_LIBRARY, NOT_LOADED])
+def test_expect_gpus_zero_is_not_a_gpu_node(fixture):
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", fixture, "--expect-gpus", "0")
+    assert completed.returncode == 0, completed.stdout
+    report = check("--profile", "node", "--expect-gpus", "0", fixture=fixture)
+    assert status_of(report, "nvml.init") == "skip"
+    assert "not a GPU node (--expect-gpus 0)" in one(report, "nvml.init")["message"]
+    # A GPU where none is expected warns and the GPU rules stay skipped.
+    report = check("--profile", "node", "--expect-gpus", "0")
+    assert status_of(report, "gpu.expected_count") == "warn" and status_of(report, "gpu.health") == "skip"
+
+
+@pytest.mark.parametrize("value", ["-1", "two", "1025", "1.5", ""])
+def test_expect_gpus_bad_value_is_a_usage_error(value):
+    completed = run_cli("check", "--nvml-fixture", H200, "--expect-gpus", value)
+    assert completed.returncode == 2
+    assert "--expect-gpus must be a GPU count" in completed.stderr and "Traceback" not in completed.stderr
+
+
 # --- gpu.health -------------------------------------------------------------------
 
 def test_gpu_health_flags_ecc_errors_and_pending_remap_on_the_right_gpu():

@@ -23,8 +23,10 @@ NODE = socket.gethostname().split(".")[0]
 
 # --- against a fake scontrol ------------------------------------------------------------------
 
-def fake_scontrol(tmp_path: Path, state: str = "IDLE", reason: str = "", behaviour: str = "") -> Path:
+def fake_scontrol(tmp_path: Path, state: str = "IDLE", reason: str = "", behaviour: str = "",
+                  gres: str = "(null)") -> Path:
     """An scontrol that answers `show node` from files and records every call."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "state").write_text(state)
     (tmp_path / "reason").write_text(reason)
     script = tmp_path / "scontrol"
@@ -33,11 +35,11 @@ echo "$*" >> %(dir)s/calls
 %(behaviour)s
 if [ "$1" = show ]; then
   reason=$(cat %(dir)s/reason)
-  line="NodeName=$3 Arch=x86_64 State=$(cat %(dir)s/state) ThreadsPerCore=1 Partitions=debug"
+  line="NodeName=$3 Arch=x86_64 Gres=%(gres)s State=$(cat %(dir)s/state) ThreadsPerCore=1 Partitions=debug"
   if [ -n "$reason" ]; then line="$line Reason=$reason [root@2026-11-30T00:01:26]"; fi
   echo "$line"
 fi
-""" % {"dir": tmp_path, "behaviour": behaviour})
+""" % {"dir": tmp_path, "behaviour": behaviour, "gres": gres})
     script.chmod(0o755)
     return script
 
@@ -132,7 +134,9 @@ def test_node_name_and_reason_parsing(tmp_path):
     assert admission.node_name("n3", {"SLURMD_NODENAME": "gpu-17"}) == "n3"
     assert admission.node_name(None, {}) == NODE
     scontrol = admission.Scontrol(str(fake_scontrol(tmp_path, "IDLE+DRAIN", "preflight: gpu.health x")), None, 5, {})
-    assert scontrol.node("n1") == ("IDLE+DRAIN", "preflight: gpu.health x")
+    info = scontrol.node("n1")
+    assert (info.state, info.reason, info.partitions, info.gres_gpus) == ("IDLE+DRAIN", "preflight: gpu.health x",
+                                                                          ("debug",), None)
     dry = slurm(fake_scontrol(tmp_path), A100X2, "--dry-run")
     assert "dry run, nothing changed: checks fail: would drain n1: preflight: gpu.health" in dry.stderr
     assert not [c for c in calls(tmp_path) if c.startswith("update")]
@@ -245,7 +249,9 @@ class Cluster:
         return self.run("sinfo", "-h", "-n", NODE, "-o", "%t").strip()
 
     def node(self):
-        return admission.Scontrol(shutil.which("scontrol"), str(self.conf), 10, {}).node(NODE)
+        """(state, reason) of the node, as Slurm says now."""
+        info = admission.Scontrol(shutil.which("scontrol"), str(self.conf), 10, {}).node(NODE)
+        return info.state, info.reason
 
     def set_extra(self, *args: str) -> None:
         (self.root / "extra").write_text(" ".join(args))
@@ -474,3 +480,63 @@ def test_dry_run_says_an_administrators_drain_stays_and_no_reason_is_not_none(tm
     idle = fake_scontrol(tmp_path / "b", "IDLE")
     completed = slurm(idle, H200, "--dry-run")
     assert "checks pass; n1 is IDLE" in completed.stderr and "None" not in completed.stderr
+
+
+# --- the GPUs a node is meant to have ---------------------------------------------------------------
+
+NO_LIBRARY = nvml_fixture("no-library.json")
+NOT_LOADED = nvml_fixture("driver-not-loaded.json")
+
+
+@pytest.mark.parametrize("gres, count", [
+    ("gpu:8", 8), ("gpu:h100:8", 8), ("gpu:a100:4(S:0-1)", 4), ("gpu:h100:4,gpu:a100:2", 6),
+    ("gpu:a100:2(S:0),gpu:a100:2(S:1)", 4), ("gpu:tesla:2(S:0-1,3)", 2), ("gpu:0", 0), ("gpu", 1),
+    ("gpu:h100", 1), ("shard:8,gpu:2", 2), ("shard:8", None), ("(null)", None), ("", None), ("mps:400", None),
+    ("gpu:1g.10gb:7", 7),
+])
+def test_gres_gpu_count(gres, count):
+    assert admission.gres_gpu_count(gres) == count
+
+
+def test_a_node_missing_a_gpu_drains_with_the_expected_count(tmp_path):
+    scontrol = fake_scontrol(tmp_path, gres="gpu:h200:8(S:0-1)")
+    completed = slurm(scontrol, H200)
+    assert completed.returncode == 1, completed.stderr
+    assert "expected 8 GPUs (Slurm Gres), found 1" in completed.stderr
+    drains = [c for c in calls(tmp_path) if c.startswith("update")]
+    assert len(drains) == 1 and "Reason=preflight: gpu.expected_count expected 8 GPUs (Slurm Gres), found 1" \
+        in drains[0], drains
+    # The same node with the count it is meant to have passes; --expect-gpus overrides the Gres.
+    assert slurm(fake_scontrol(tmp_path / "one", gres="gpu:1"), H200).returncode == 0
+    override = slurm(fake_scontrol(tmp_path / "two", gres="gpu:8"), H200, "--expect-gpus", "1")
+    assert override.returncode == 0, override.stderr
+
+
+@pytest.mark.parametrize("fixture", [NO_LIBRARY, NOT_LOADED])
+@pytest.mark.parametrize("gres", ["(null)", "gpu:0", "shard:4"])
+def test_a_cpu_only_node_is_not_drained(tmp_path, fixture, gres):
+    scontrol = fake_scontrol(tmp_path, gres=gres)
+    completed = slurm(scontrol, fixture)
+    assert completed.returncode == 0, completed.stderr
+    assert ("n1 is not a GPU node (no GPU in its Slurm Gres and no NVIDIA driver): GPU checks skipped"
+            in completed.stderr)
+    assert not [c for c in calls(tmp_path) if c.startswith("update")]
+    # Drained earlier by preflight for the missing driver (an older default): resumed.
+    drained = fake_scontrol(tmp_path / "old", "IDLE+DRAIN", "preflight: nvml.init NVML library not found")
+    assert slurm(drained, fixture).returncode == 0
+    assert "State=RESUME" in calls(tmp_path / "old")[-1]
+
+
+@pytest.mark.parametrize("fixture", [NO_LIBRARY, NOT_LOADED])
+def test_a_gpu_node_without_its_driver_still_drains(tmp_path, fixture):
+    completed = slurm(fake_scontrol(tmp_path, gres="gpu:4"), fixture)
+    assert completed.returncode == 1
+    assert "not a GPU node" not in completed.stderr
+    assert [c for c in calls(tmp_path) if "State=DRAIN" in c and "nvml.init" in c]
+
+
+def test_gpus_without_gres_are_still_checked(tmp_path):
+    # GPUs the site does not schedule through Slurm: no count to compare, but a broken GPU still drains.
+    ok = slurm(fake_scontrol(tmp_path / "ok"), H200)
+    assert ok.returncode == 0 and "not a GPU node" not in ok.stderr
+    assert slurm(fake_scontrol(tmp_path / "bad"), A100X2).returncode == 1

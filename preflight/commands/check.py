@@ -11,7 +11,8 @@ from preflight.engine.evaluate import evaluate, probes_needed
 from preflight.report import Report
 
 
-def run(options: CheckOptions, warn: common.Warn = None) -> Report:
+def run(options: CheckOptions, warn: common.Warn = None, node=None) -> Report:
+    """Check with these options; ``node`` is the Slurm node being admitted (its Gres sets the GPUs expected)."""
     started = time.monotonic()
     ruleset = common.load_rules(options.rules_paths, warn, capacity=options.workload is not None)
     rules = common.choose_rules(options, ruleset)
@@ -25,6 +26,9 @@ def run(options: CheckOptions, warn: common.Warn = None) -> Report:
     facts, source = common.snapshot(options, probes_needed(rules), selection.required_packages(rules))
     if request is not None:
         common.attach_workload(request, facts, ruleset)
+    expected = common.expected_gpus(options, facts, node)
+    if expected is not None:
+        facts["expected_gpus"] = expected
     results = evaluate(rules, facts)
     return Report(options.profile, results, strict=options.strict, facts_source=source,
                   seconds=time.monotonic() - started, facts=facts)

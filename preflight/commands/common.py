@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from preflight.commands.options import CheckOptions, WorkloadOptions
@@ -44,6 +45,46 @@ def snapshot(options: CheckOptions, probes: Set[str], packages: List[Dict[str, A
         return snapshot_file.load(options.facts_file), "file %s" % options.facts_file
     facts = collect.collect(probes, collect_options(options, packages))
     return facts, facts["source"]
+
+
+# nvmlInit outcomes that, with no /dev/nvidia* either, mean no NVIDIA driver runs here (an image may ship the
+# driver's libraries to every node; without a GPU its kernel module never loads).
+_NO_DRIVER = ("library_not_found", "driver_not_loaded")
+
+
+def has_nvidia_driver(facts: Dict[str, Any]) -> bool:
+    nvml = facts.get("nvml") or {}
+    status = (nvml.get("init") or {}).get("status")
+    if status is None:
+        return True  # the probe did not answer: assume a driver, never call a GPU node CPU-only by mistake
+    return not (status in _NO_DRIVER and not any(name[len("nvidia"):].isdigit() or name == "nvidiactl"
+                                                  for name in nvml.get("device_files") or []))
+
+
+def expected_gpus(options: CheckOptions, facts: Dict[str, Any], node=None) -> Optional[Dict[str, Any]]:
+    """How many GPUs this node or job should have, and who says so; None when nothing says.
+
+    ``node`` (preflight slurm) is the node as Slurm describes it: ``auto``
+    takes its Gres, counted over the whole machine. Elsewhere ``auto`` takes
+    the job's allocation (SLURM_GPUS_ON_NODE), counted as CUDA sees it.
+    """
+    wanted = options.expect_gpus
+    scope = "machine" if node is not None else "visible"
+    if wanted is None:
+        return None
+    if wanted != "auto":
+        return {"count": int(wanted), "source": "--expect-gpus %s" % wanted, "scope": scope}
+    if node is not None:
+        if node.gres_gpus:
+            return {"count": node.gres_gpus, "source": "Slurm Gres", "scope": scope}
+        if not has_nvidia_driver(facts):
+            return {"count": 0, "source": "no GPU in its Slurm Gres and no NVIDIA driver", "scope": scope}
+        return None  # GPUs without Gres: the site does not schedule them through Slurm; nothing to compare
+    environ = options.environ if options.environ is not None else os.environ
+    allocated = (environ.get("SLURM_GPUS_ON_NODE") or "").strip()
+    if allocated.isascii() and allocated.isdigit():
+        return {"count": int(allocated), "source": "SLURM_GPUS_ON_NODE", "scope": scope}
+    return None
 
 
 def workload_request(ruleset: loader.RuleSet, wanted: WorkloadOptions) -> Dict[str, Any]:

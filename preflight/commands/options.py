@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import FrozenSet, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.engine.model import PROFILES
 from preflight.errors import PreflightError
 
 MAX_TIMEOUT = 3600
+MAX_EXPECTED_GPUS = 1024
+
+
+def parse_expect_gpus(value: Optional[str], where: str = "--expect-gpus") -> Optional[str]:
+    """``auto``, a count (``8``) or None; anything else is the user's error."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text == "auto" or (text.isascii() and text.isdigit() and int(text) <= MAX_EXPECTED_GPUS):
+        return text if text == "auto" else str(int(text))
+    raise PreflightError("%s must be a GPU count (0 to %d) or 'auto', got %r" % (where, MAX_EXPECTED_GPUS, value),
+                         "--expect-gpus 8 on an 8-GPU node; auto takes the count from Slurm where it is known")
 
 
 class _Workload(NamedTuple):
@@ -45,10 +57,18 @@ class _Check(NamedTuple):
     strict: bool
     environ: Optional[Mapping[str, str]]
     workload: Optional[WorkloadOptions]
+    expect_gpus: Optional[str]
+    config: Optional[str]
+    given: FrozenSet[str]
 
 
 class CheckOptions(_Check):
-    """What to check and how to probe: shared by check, exec, slurm, facts, diagnose and plan."""
+    """What to check and how to probe: shared by check, exec, slurm, facts, diagnose and plan.
+
+    ``expect_gpus`` is None (no expectation), ``auto`` or a count; ``config``
+    the site configuration file given with --config; ``given`` names the
+    options the command line set, which a site configuration never overrides.
+    """
 
     __slots__ = ()
 
@@ -56,7 +76,8 @@ class CheckOptions(_Check):
                 ignore: Sequence[str] = (), settings: Sequence[str] = (), facts_file: Optional[str] = None,
                 python: Optional[str] = None, nvml_fixture: Optional[str] = None, timeout: float = 10.0,
                 use_cache: bool = True, strict: bool = False, environ: Optional[Mapping[str, str]] = None,
-                workload: Optional[WorkloadOptions] = None) -> "CheckOptions":
+                workload: Optional[WorkloadOptions] = None, expect_gpus: Optional[str] = None,
+                config: Optional[str] = None, given: Iterable[str] = ()) -> "CheckOptions":
         if profile not in PROFILES:
             raise PreflightError("unknown profile %r" % profile, "profiles: %s" % ", ".join(PROFILES))
         if math.isnan(timeout) or not 0 < timeout <= MAX_TIMEOUT:
@@ -68,7 +89,13 @@ class CheckOptions(_Check):
                                  "give one or the other")
         return super().__new__(cls, profile, tuple(rules_paths or ()), tuple(select or ()), tuple(ignore or ()),
                                tuple(settings or ()), facts_file, python, nvml_fixture, timeout, use_cache, strict,
-                               environ, workload)
+                               environ, workload, parse_expect_gpus(expect_gpus), config, frozenset(given))
+
+    def replace(self, **changes) -> "CheckOptions":
+        """A copy with some fields changed, checked like a new one (NamedTuple._replace would skip the checks)."""
+        values = self._asdict()
+        values.update(changes)
+        return CheckOptions(**values)
 
 
 class OutputOptions(NamedTuple):

@@ -13,18 +13,22 @@ from preflight.errors import ExitCode
 
 def main(options: CheckOptions, node: Optional[str], scontrol: Optional[str], slurm_conf: Optional[str],
          scontrol_timeout: float, dry_run: bool, log: Callable[[str], None], warn: common.Warn = None) -> int:
-    report = check.run(options, warn)
     name = admission.node_name(node, os.environ)
     tool = admission.Scontrol(admission.find_scontrol(scontrol, os.environ),
                               admission.find_slurm_conf(slurm_conf, os.environ), scontrol_timeout, os.environ)
+    info = tool.node(name)  # first: its Gres says how many GPUs the checks expect
+    report = check.run(options, warn, node=info)
+    expected = report.facts.get("expected_gpus") if report.facts else None
+    if expected and expected["count"] == 0:
+        log("preflight: %s is not a GPU node (%s): GPU checks skipped" % (name, expected["source"]))
     failures, undetermined = admission.verdict(report)
     for result in report.blocking():
         log("preflight: %s %s %s: %s" % ("UNKNOWN" if result in undetermined else result.status.upper(),
                                          result.id, result.subject, result.message))
     if undetermined and not failures:
-        state, reason = tool.node(name)
+        now = tool.node(name)
         log("preflight: the checks could not finish (%s timed out); %s is left as it is (%s%s)"
-            % (", ".join(report.timed_out_probes()), name, state, ", reason: %s" % reason if reason else ""))
+            % (", ".join(report.timed_out_probes()), name, now.state, ", reason: %s" % now.reason if now.reason else ""))
         return ExitCode.SLURM_UNKNOWN
     for line in admission.admit(failures, tool, name, dry_run):
         log("preflight: %s" % line)

@@ -151,6 +151,19 @@ def _visible_count(facts: SnapshotView, gpu) -> Tuple[int, Dict[str, Any]]:
     }
 
 
+def _expected_count(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
+    """The GPUs found against the GPUs expected (--expect-gpus, Slurm's Gres): as_expected, fewer or more."""
+    expected = facts.snapshot.get("expected_gpus") or {}
+    if expected.get("scope") == "machine":  # a node's Gres counts the whole machine, whatever CUDA_VISIBLE_DEVICES says
+        found, counted = len(facts.section("nvml").get("gpus") or []), "on this machine"
+    else:
+        found, counted = _visible_count(facts, gpu)[0], "visible to CUDA"
+    want = expected.get("count", 0)
+    state = "as_expected" if found == want else ("fewer" if found < want else "more")
+    return state, {"expected_gpus": want, "expected_source": expected.get("source") or "?", "found_gpus": found,
+                   "counted": counted}
+
+
 def _python_executable(facts: SnapshotView) -> str:
     try:
         return facts.section("python").get("executable") or "python"
@@ -306,6 +319,9 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     Fact("visibility.count", "number", "GPUs a CUDA program will see (CUDA_VISIBLE_DEVICES applied)", _NV,
          _visible_count, details=("cuda_visible_devices", "visibility_notes", "machine_gpu_count"),
          implies=("nvml_ok",)),
+    Fact("gpu.count.expected", "enum", "GPUs found against the count expected (--expect-gpus, Slurm's Gres)",
+         _NV, _expected_count, values=("as_expected", "fewer", "more"),
+         details=("expected_gpus", "expected_source", "found_gpus", "counted"), implies=("gpus_expected", "nvml_ok")),
     # per GPU
     Fact("gpu.name", "string", "product name", _NV, _with_gpu_details(_per_gpu("name")), per_gpu=True,
          details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
@@ -404,9 +420,24 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
 
 for _fact in REGISTRY.values():
     assert _fact.kind in KINDS, _fact.path
+    if "nvml" in _fact.probes and _fact.path != "gpu.count.expected":
+        # Every GPU fact is moot on a node that is not meant to have GPUs (--expect-gpus 0, a CPU-only Slurm node).
+        REGISTRY[_fact.path] = _fact._replace(implies=("gpu_node",) + _fact.implies)
 
 
 # --- conditions -----------------------------------------------------------------
+
+def _gpu_node(facts: SnapshotView) -> Optional[str]:
+    expected = facts.snapshot.get("expected_gpus")
+    if expected and expected.get("count") == 0:
+        return "not a GPU node (%s): GPU checks do not apply" % expected.get("source")
+    return None
+
+
+def _gpus_expected(facts: SnapshotView) -> Optional[str]:
+    expected = facts.snapshot.get("expected_gpus")
+    return None if expected else "no GPU count is expected (--expect-gpus N|auto; preflight slurm reads the Gres)"
+
 
 def _nvml_ok(facts: SnapshotView) -> Optional[str]:
     status = facts.section("nvml").get("init", {}).get("status")
@@ -443,6 +474,8 @@ def _workload_requested(facts: SnapshotView) -> Optional[str]:
 
 CONDITIONS: Dict[str, Condition] = {c.name: c for c in [
     Condition("workload_requested", "a workload was given (--workload)", (), _workload_requested),
+    Condition("gpu_node", "this node is meant to have GPUs", (), _gpu_node),
+    Condition("gpus_expected", "a GPU count is expected", (), _gpus_expected),
     Condition("nvml_ok", "NVML initialised", ("nvml",), _nvml_ok),
     Condition("gpu_visible", "at least one GPU is visible to CUDA", ("nvml",), _gpu_visible),
     Condition("conda_active", "conda is in use", ("python",), _conda_active),

@@ -47,6 +47,7 @@ NVML = {
     "driver_version": "str?", "cuda_driver_version": "str?", "device_count": "int?",
     "gpus": [GPU],
     "errors": {"*": "str"},
+    "device_files": ["str"],
 }
 VISIBILITY = {
     "?": True, "cuda_visible_devices": "str?", "cuda_device_order": "str?", "order": "str?", "visible": ["int"],
@@ -76,11 +77,12 @@ PYTHON = {
 }
 TORCH_ARCH = {"?": True, "flags": ["str"], "source": "str?"}
 CONTAINER = {"?": True, "*": "str?", "requirements": {"*": "str"}}
+EXPECTED_GPUS = {"?": True, "!": ("count",), "count": "int", "source": "str?", "scope": "str?"}
 SNAPSHOT = {
     "schema": "str", "preflight_version": "str?", "collected_at": "str?", "source": "str?", "seconds": "num?",
     "probes": {"*": STATUS},
     "nvml": NVML, "visibility": VISIBILITY, "host": HOST, "python": PYTHON, "torch_arch": TORCH_ARCH,
-    "container": CONTAINER,
+    "container": CONTAINER, "expected_gpus": EXPECTED_GPUS,
 }
 
 

@@ -76,9 +76,13 @@ def probe(binding=None, fixture_path: Optional[str] = None) -> Dict[str, Any]:
         binding.nvmlInit()
     except binding.NVMLError as exc:
         name = type(exc).__name__
-        return _init_failed(INIT_ERROR_KINDS.get(name, "other"), name, getattr(exc, "value", None), _error_text(exc))
+        failed = _init_failed(INIT_ERROR_KINDS.get(name, "other"), name, getattr(exc, "value", None), _error_text(exc))
+        failed["device_files"] = device_files() if live else binding.device_files
+        return failed
     try:
-        return _read_machine(binding, live)
+        facts = _read_machine(binding, live)
+        facts["device_files"] = device_files() if live else binding.device_files
+        return facts
     finally:
         try:
             binding.nvmlShutdown()
@@ -86,8 +90,20 @@ def probe(binding=None, fixture_path: Optional[str] = None) -> Dict[str, Any]:
             pass
 
 
+def device_files(folder: str = "/dev") -> List[str]:
+    """The NVIDIA device files (nvidiactl, nvidia0, ...): they exist where an NVIDIA kernel driver runs."""
+    import os
+
+    try:
+        return sorted(name for name in os.listdir(folder) if name.startswith("nvidia"))
+    except OSError:
+        return []
+
+
 def binding_missing(reason: str) -> Dict[str, Any]:
-    return _init_failed("binding_missing", "ImportError", None, "cannot import pynvml (nvidia-ml-py): %s" % reason)
+    failed = _init_failed("binding_missing", "ImportError", None, "cannot import pynvml (nvidia-ml-py): %s" % reason)
+    failed["device_files"] = device_files()
+    return failed
 
 
 def _init_failed(status: str, error: str, code, message: str) -> Dict[str, Any]:

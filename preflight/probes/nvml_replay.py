@@ -62,6 +62,10 @@ class ReplayBinding:
         self._devices: List[Dict[str, Any]] = fixture.get("devices", [])
         self._initialised = False
         self.description = fixture.get("description", "")
+        # /dev/nvidia* of the recorded machine: as listed, else what a driver with these GPUs creates.
+        started = "ok" in self._init
+        self.device_files: List[str] = list(fixture.get("device_files") or (
+            ["nvidiactl"] + ["nvidia%d" % i for i in range(len(self._devices))] if started else []))
 
     @classmethod
     def from_file(cls, pynvml, path: str) -> "ReplayBinding":
