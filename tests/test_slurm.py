@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from preflight import slurm as admission
 
 H200 = nvml_fixture("h200-driver580.json")
 A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")
+NO_LIBRARY = nvml_fixture("no-library.json")
 NODE = socket.gethostname().split(".")[0]
 
 
@@ -173,7 +175,8 @@ ReturnToService=1
 HealthCheckProgram={root}/health-check
 HealthCheckInterval=1
 HealthCheckNodeState=ANY
-NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 State=UNKNOWN
+{gres_types}
+NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 {gres} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -183,8 +186,11 @@ def _sbin(name):
 
 
 class Cluster:
-    def __init__(self, root: Path) -> None:
+    """slurmctld, slurmd and munged on loopback, one node; ``gpus``: the node's Gres (gpu:N, counted in gres.conf)."""
+
+    def __init__(self, root: Path, gpus: int = 0) -> None:
         self.root = root
+        self.gpus = gpus
         self.conf = root / "etc" / "slurm.conf"
         self.env = clean_env({"SLURM_CONF": str(self.conf)})
         self.processes = []
@@ -195,19 +201,27 @@ class Cluster:
         (self.root / "munge").chmod(0o711)  # munged refuses a socket folder without x for all
         subprocess.run([_sbin("mungekey"), "--create", "--keyfile=%s/munge/munge.key" % self.root], check=True,
                        capture_output=True)
-        self.conf.write_text(SLURM_CONF.format(root=self.root, node=NODE, cpus=os.cpu_count()))
+        gres = {"gres_types": "GresTypes=gpu" if self.gpus else "", "gres": "Gres=gpu:%d" % self.gpus if self.gpus else ""}
+        self.conf.write_text(SLURM_CONF.format(root=self.root, node=NODE, cpus=os.cpu_count(), **gres))
+        if self.gpus:  # stand-in device files: slurmd counts what gres.conf lists, as on a real GPU node
+            devices = self.root / "dev"
+            devices.mkdir()
+            for index in range(self.gpus):  # character devices like /dev/null (1, 3): slurmd wants devices
+                os.mknod(str(devices / ("nvidia%d" % index)), 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+            (self.root / "etc" / "gres.conf").write_text("AutoDetect=off\nName=gpu File=%s/nvidia[0-%d]\n"
+                                                        % (devices, self.gpus - 1))
         self.set_fixture(H200)
         # The health program as Slurm runs it: no PATH, no SLURM_CONF; preflight finds scontrol itself.
         health = self.root / "health-check"
         # Extra options (word-split on purpose) come from the file "extra".
         self.set_extra()
-        health.write_text("#!/bin/sh\necho '== run' >> %s/health.log\nexec %s -m preflight slurm --profile node --nvml-fixture \"$(cat %s/fixture)\" "
+        health.write_text("#!/bin/sh\necho '== run' >> %s/health.log\nexec %s -m preflight slurm --nvml-fixture \"$(cat %s/fixture)\" "
                           "--slurm-conf %s $(cat %s/extra) >> %s/health.log 2>&1\n"
                           % (self.root, sys.executable, self.root, self.conf, self.root, self.root))
         health.chmod(0o755)
         # The same program, run now and answering on its standard streams (for tests that need one run at once).
         now = self.root / "health-now"
-        now.write_text("#!/bin/sh\nexec %s -m preflight slurm --profile node --nvml-fixture \"$(cat %s/fixture)\" "
+        now.write_text("#!/bin/sh\nexec %s -m preflight slurm --nvml-fixture \"$(cat %s/fixture)\" "
                        "--slurm-conf %s $(cat %s/extra) 2>&1\n" % (sys.executable, self.root, self.conf, self.root))
         now.chmod(0o755)
         munge = self.root / "munge"
@@ -290,8 +304,8 @@ class Cluster:
         return self.node()
 
 
-@pytest.fixture(scope="module")
-def cluster():
+def running_cluster(gpus: int = 0):
+    """A started Cluster (a generator for a module-scoped fixture); skips loudly where Slurm cannot run."""
     if MISSING:
         pytest.skip("SLURM IS NOT INSTALLED (missing %s): the real-cluster tests did not run; "
                     "apt-get install slurmctld slurmd slurm-client munge (.ci/run does)" % ", ".join(MISSING))
@@ -302,13 +316,18 @@ def cluster():
     # munged wants execute permission for everyone on every folder above its socket; pytest's are 0700.
     root = Path(tempfile.mkdtemp(prefix="preflight-slurm-"))
     root.chmod(0o711)
-    running = Cluster(root)
+    running = Cluster(root, gpus)
     try:
         running.start()
         yield running
     finally:
         running.stop()
         shutil.rmtree(str(root), ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    yield from running_cluster()
 
 
 def test_real_slurm_drain_keeps_jobs_waiting_and_resume_runs_them(cluster):
@@ -484,7 +503,6 @@ def test_dry_run_says_an_administrators_drain_stays_and_no_reason_is_not_none(tm
 
 # --- the GPUs a node is meant to have ---------------------------------------------------------------
 
-NO_LIBRARY = nvml_fixture("no-library.json")
 NOT_LOADED = nvml_fixture("driver-not-loaded.json")
 
 
@@ -540,3 +558,30 @@ def test_gpus_without_gres_are_still_checked(tmp_path):
     ok = slurm(fake_scontrol(tmp_path / "ok"), H200)
     assert ok.returncode == 0 and "not a GPU node" not in ok.stderr
     assert slurm(fake_scontrol(tmp_path / "bad"), A100X2).returncode == 1
+
+
+def test_real_slurm_a_cpu_only_node_stays_up(cluster):
+    # No GPU in the node's Gres and no NVIDIA driver: the cluster-wide health program must leave it in service.
+    cluster.set_fixture(NO_LIBRARY)
+    try:
+        said = cluster.health_now()
+        assert "is not a GPU node (no GPU in its Slurm Gres and no NVIDIA driver): GPU checks skipped" in said, said
+        assert "checks pass" in said
+        log = cluster.health_runs(2)
+        assert "not a GPU node" in log and "drain" not in log.lower(), log
+        state, reason = cluster.node()
+        assert "DRAIN" not in state and reason is None
+    finally:
+        cluster.set_fixture(H200)
+
+
+def test_real_slurm_default_profile_keeps_a_healthy_node_without_torch(cluster):
+    # The health program gives no --profile: node is the default, and preflight's own venv has no torch.
+    import importlib.util
+
+    assert importlib.util.find_spec("torch") is None, "this test means something only without torch installed"
+    cluster.set_fixture(H200)
+    said = cluster.health_now()
+    assert "checks pass" in said and "torch" not in said, said
+    state, reason = cluster.node()
+    assert "DRAIN" not in state and reason is None
