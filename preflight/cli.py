@@ -69,6 +69,12 @@ PROBE = [
     click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
                  help="Add or override rules from a .toml file or a folder of them (repeatable)."),
 ]
+CONFIG = click.option(
+    "--config", metavar="FILE", envvar="PREFLIGHT_CONFIG",
+    help="Site configuration ([defaults] and [[match]] tables) [default: /etc/preflight/config.toml when it exists]; "
+         "the command line overrides it. [env: PREFLIGHT_CONFIG]")
+
+
 def check_group(default_profile: str = "train", expect_gpus: Optional[str] = None) -> List[Callable]:
     """The options that say what to check; slurm's --profile defaults to node (admission), the others' to train."""
     return [
@@ -94,6 +100,7 @@ def check_group(default_profile: str = "train", expect_gpus: Optional[str] = Non
                           "--set gpu.memory.min=24GB."),
         click.option("--facts", "facts_file", metavar="FILE",
                      help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin)."),
+        CONFIG,
     ]
 
 
@@ -150,6 +157,9 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
             from preflight.commands.options import CheckOptions
 
             values = {name: kwargs.pop(name) for name in names if name in kwargs}
+            context = click.get_current_context()
+            given = [name for name in values if context.get_parameter_source(name) in (
+                click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)]
             profile = values.get("profile", "train")
             workload = _workload(values, profile) if "workload" in values else None
             kwargs["options"] = CheckOptions(
@@ -158,7 +168,8 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
                 settings=list(values.get("settings", ())), facts_file=values.get("facts_file"),
                 python=values.get("python"), nvml_fixture=values.get("nvml_fixture"),
                 timeout=values.get("timeout", 10.0), use_cache=not values.get("no_cache", False),
-                strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"))
+                strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"),
+                config=values.get("config"), given=given)
             return function(**kwargs)
         for declaration in reversed(declarations):
             command = declaration(command)
@@ -365,13 +376,45 @@ def slurm(options, node, scontrol, slurm_conf, scontrol_timeout, dry_run) -> int
     """
     from preflight.commands import slurm as command
 
-    if options.profile != "node" and not options.python:
-        raise click.UsageError(
-            "--profile %s checks a job's Python environment, and preflight's own is not the job's: give the "
-            "training interpreter with --python PATH, or admit nodes with --profile node (the default)"
-            % options.profile)
+    from preflight.slurm import require_job_interpreter
+
+    require_job_interpreter(options.profile, options.python)  # before asking scontrol anything
     return command.main(options, node, scontrol, slurm_conf, _duration("--scontrol-timeout", scontrol_timeout),
                         dry_run, _log, _warn)
+
+
+@cli.group("config")
+def config_group() -> None:
+    """The site configuration (--config, PREFLIGHT_CONFIG or /etc/preflight/config.toml)."""
+
+
+@config_group.command("show")
+@CONFIG
+@click.option("--host", metavar="NAME", help="Match [[match]] hosts against this short host name [default: this host].")
+@click.option("--gpu", "gpus", multiple=True, metavar="NAME",
+              help="Match [[match]] gpus against this GPU name (repeatable) [default: this machine's, from NVML].")
+@click.option("--partition", "partitions", multiple=True, metavar="NAME",
+              help="Slurm partitions to match (repeatable) [default: SLURM_JOB_PARTITION, else unknown].")
+@click.option("--feature", "features", multiple=True, metavar="NAME", help="Slurm node features to match (repeatable).")
+@click.option("--command", "for_command", type=click.Choice(["check", "exec", "slurm"]), default="check",
+              show_default=True, help="Whose built-in defaults to show (slurm: profile node, --expect-gpus auto).")
+@click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
+              help="GPU names from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def config_show(config, host, gpus, partitions, features, for_command, nvml_fixture, output_format) -> int:
+    """Print the settings in effect here (profile, select, ignore, set, rules, expect_gpus, timeout) and where
+    each came from: the built-in default, [defaults], or the [[match]] that set it, with its line.
+
+    \b
+    Exit codes: 0 shown, 2 the configuration file is bad (file, line and key are named).
+    """
+    from preflight.commands import config as command
+    from preflight.commands.options import CheckOptions
+
+    slurm = for_command == "slurm"
+    options = CheckOptions(profile="node" if slurm else "train", expect_gpus="auto" if slurm else None,
+                           config=config, nvml_fixture=nvml_fixture)
+    return command.show(options, host, gpus, partitions, features, output_format, click.echo)
 
 
 def _option_arity(command: click.Command):

@@ -46,6 +46,15 @@ class SlurmError(PreflightError):
     exit_code = ExitCode.SLURM_FAILED
 
 
+def require_job_interpreter(profile: str, python: Optional[str], where: str = "") -> None:
+    """Admitting a node with a job profile means probing the job's interpreter: preflight's own is not it."""
+    if profile != "node" and not python:
+        raise PreflightError(
+            "--profile %s%s checks a job's Python environment, and preflight's own is not the job's: give the "
+            "training interpreter with --python PATH, or admit nodes with --profile node (the default)"
+            % (profile, where), "the node profile checks the hardware and the driver, which is what admission needs")
+
+
 def find_scontrol(explicit: Optional[str], environ) -> str:
     if explicit:
         if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):

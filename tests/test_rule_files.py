@@ -192,7 +192,7 @@ def test_parsed_rule_files_are_cached_by_content(tmp_path, monkeypatch):
     def no_parsing(text):
         raise AssertionError("parsed again although cached")
 
-    monkeypatch.setattr(rule_loader, "_parse_toml", no_parsing)
+    monkeypatch.setattr(rule_loader, "parse_toml", no_parsing)
     again = rule_loader.load()  # every file from the cache
     assert list(again.rules) == list(first.rules)
     assert [r.resolve("train").expected for r in again.rules.values() if "train" in r.profiles] == \

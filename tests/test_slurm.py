@@ -26,7 +26,7 @@ NODE = socket.gethostname().split(".")[0]
 # --- against a fake scontrol ------------------------------------------------------------------
 
 def fake_scontrol(tmp_path: Path, state: str = "IDLE", reason: str = "", behaviour: str = "",
-                  gres: str = "(null)") -> Path:
+                  gres: str = "(null)", features: str = "(null)") -> Path:
     """An scontrol that answers `show node` from files and records every call."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "state").write_text(state)
@@ -37,11 +37,11 @@ echo "$*" >> %(dir)s/calls
 %(behaviour)s
 if [ "$1" = show ]; then
   reason=$(cat %(dir)s/reason)
-  line="NodeName=$3 Arch=x86_64 Gres=%(gres)s State=$(cat %(dir)s/state) ThreadsPerCore=1 Partitions=debug"
+  line="NodeName=$3 Arch=x86_64 Gres=%(gres)s AvailableFeatures=%(features)s ActiveFeatures=%(features)s State=$(cat %(dir)s/state) ThreadsPerCore=1 Partitions=debug"
   if [ -n "$reason" ]; then line="$line Reason=$reason [root@2026-11-30T00:01:26]"; fi
   echo "$line"
 fi
-""" % {"dir": tmp_path, "behaviour": behaviour, "gres": gres})
+""" % {"dir": tmp_path, "behaviour": behaviour, "gres": gres, "features": features})
     script.chmod(0o755)
     return script
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from preflight.commands import common
+from preflight.commands import common, site
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.engine import selection
 from preflight.engine.evaluate import evaluate, probes_needed
@@ -14,7 +14,14 @@ from preflight.report import Report
 def run(options: CheckOptions, warn: common.Warn = None, node=None) -> Report:
     """Check with these options; ``node`` is the Slurm node being admitted (its Gres sets the GPUs expected)."""
     started = time.monotonic()
+    applied = site.apply(options, node)
+    options = applied.options
+    if node is not None:
+        from preflight import slurm as admission
+
+        admission.require_job_interpreter(options.profile, options.python, _where(applied, "profile"))
     ruleset = common.load_rules(options.rules_paths, warn, capacity=options.workload is not None)
+    site.validate(applied, ruleset)
     rules = common.choose_rules(options, ruleset)
     if warn and not rules:
         warn("no rule is left to check: the selected rules are not in profile %s ('preflight rules --profile %s' "
@@ -23,15 +30,25 @@ def run(options: CheckOptions, warn: common.Warn = None, node=None) -> Report:
     if warn and request and not any(rule.fact.path == "gpu.workload.fit" for rule in rules):
         warn("--workload has no effect: no selected rule reads it (gpu.memory.workload is in the train and "
              "inference profiles)")
-    facts, source = common.snapshot(options, probes_needed(rules), selection.required_packages(rules))
+    facts, source = common.snapshot(options, probes_needed(rules), selection.required_packages(rules),
+                                    applied.early_facts)
     if request is not None:
         common.attach_workload(request, facts, ruleset)
-    expected = common.expected_gpus(options, facts, node)
+    configured = applied.effective.origins.get("expect_gpus") if applied.effective else None
+    expected = common.expected_gpus(options, facts, node,
+                                    configured.short if configured and "expect_gpus" not in options.given else "")
     if expected is not None:
         facts["expected_gpus"] = expected
     results = evaluate(rules, facts)
     return Report(options.profile, results, strict=options.strict, facts_source=source,
                   seconds=time.monotonic() - started, facts=facts)
+
+
+def _where(applied: site.Applied, key: str) -> str:
+    effective = applied.effective
+    if key in applied.options.given or effective is None or key not in effective.origins:
+        return ""
+    return " (from %s)" % effective.origins[key].text
 
 
 def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) -> int:

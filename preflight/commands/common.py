@@ -37,13 +37,15 @@ def collect_options(options: CheckOptions, packages: List[Dict[str, Any]]) -> co
                            packages=packages, use_cache=options.use_cache, environ=options.environ)
 
 
-def snapshot(options: CheckOptions, probes: Set[str], packages: List[Dict[str, Any]]) -> Tuple[Dict[str, Any], str]:
-    """(snapshot, where it came from): the saved file of --facts, else these probes run now."""
+def snapshot(options: CheckOptions, probes: Set[str], packages: List[Dict[str, Any]],
+             reuse: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], str]:
+    """(snapshot, where it came from): the saved file of --facts, else these probes run now (``reuse``: some
+    already probed)."""
     if options.facts_file:
         from preflight.facts import snapshot as snapshot_file
 
         return snapshot_file.load(options.facts_file), "file %s" % options.facts_file
-    facts = collect.collect(probes, collect_options(options, packages))
+    facts = collect.collect(probes, collect_options(options, packages), reuse)
     return facts, facts["source"]
 
 
@@ -61,19 +63,21 @@ def has_nvidia_driver(facts: Dict[str, Any]) -> bool:
                                                   for name in nvml.get("device_files") or []))
 
 
-def expected_gpus(options: CheckOptions, facts: Dict[str, Any], node=None) -> Optional[Dict[str, Any]]:
+def expected_gpus(options: CheckOptions, facts: Dict[str, Any], node=None, configured_at: str = "") -> Optional[Dict[str, Any]]:
     """How many GPUs this node or job should have, and who says so; None when nothing says.
 
     ``node`` (preflight slurm) is the node as Slurm describes it: ``auto``
     takes its Gres, counted over the whole machine. Elsewhere ``auto`` takes
     the job's allocation (SLURM_GPUS_ON_NODE), counted as CUDA sees it.
+    ``configured_at`` names the place in the site configuration that set the count (``config.toml:9``).
     """
     wanted = options.expect_gpus
     scope = "machine" if node is not None else "visible"
     if wanted is None:
         return None
     if wanted != "auto":
-        return {"count": int(wanted), "source": "--expect-gpus %s" % wanted, "scope": scope}
+        said = "expect_gpus %s, %s" % (wanted, configured_at) if configured_at else "--expect-gpus %s" % wanted
+        return {"count": int(wanted), "source": said, "scope": scope}
     if node is not None:
         if node.gres_gpus:
             return {"count": node.gres_gpus, "source": "Slurm Gres", "scope": scope}

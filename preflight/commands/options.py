@@ -7,20 +7,9 @@ from typing import FrozenSet, Iterable, Mapping, NamedTuple, Optional, Sequence,
 
 from preflight.engine.model import PROFILES
 from preflight.errors import PreflightError
+from preflight.site_config import parse_expect_gpus
 
 MAX_TIMEOUT = 3600
-MAX_EXPECTED_GPUS = 1024
-
-
-def parse_expect_gpus(value: Optional[str], where: str = "--expect-gpus") -> Optional[str]:
-    """``auto``, a count (``8``) or None; anything else is the user's error."""
-    if value is None:
-        return None
-    text = str(value).strip().lower()
-    if text == "auto" or (text.isascii() and text.isdigit() and int(text) <= MAX_EXPECTED_GPUS):
-        return text if text == "auto" else str(int(text))
-    raise PreflightError("%s must be a GPU count (0 to %d) or 'auto', got %r" % (where, MAX_EXPECTED_GPUS, value),
-                         "--expect-gpus 8 on an 8-GPU node; auto takes the count from Slurm where it is known")
 
 
 class _Workload(NamedTuple):

@@ -136,7 +136,7 @@ def _add_entries(ruleset: RuleSet, parsed, kind: str, into: Dict[str, Any], buil
 RULE_FILE_LIMIT = 16 << 20
 
 
-def _parse_toml(text: str) -> Dict[str, Any]:
+def parse_toml(text: str) -> Dict[str, Any]:
     """TOML text -> data; tomllib (tomli before 3.11) is imported only here, on a cache miss: start-up time."""
     if sys.version_info >= (3, 11):
         import tomllib
@@ -158,7 +158,7 @@ def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
 
     raw = input_files.read_bytes(path, path, error, limit=RULE_FILE_LIMIT)
     try:
-        data = parsed_toml(raw, _parse_toml)
+        data = parsed_toml(raw, parse_toml)
     except UnicodeDecodeError as exc:
         raise RuleFileError(path, "not UTF-8 text (%s)" % exc)
     except ValueError as exc:

@@ -24,7 +24,7 @@ def _best(rule_id: str, selectors: Iterable[str]) -> int:
     return max(lengths) if lengths else -1
 
 
-def _check_selectors(ruleset: RuleSet, selectors: List[str], option: str) -> None:
+def check_selectors(ruleset: RuleSet, selectors: List[str], option: str) -> None:
     for selector in selectors:
         if not any(matches(rule_id, selector) for rule_id in ruleset.rules):
             close = suggestions(selector, ruleset.rules)
@@ -35,8 +35,8 @@ def _check_selectors(ruleset: RuleSet, selectors: List[str], option: str) -> Non
 def choose(ruleset: RuleSet, profile: Optional[str], select: List[str], ignore: List[str],
            settings: Optional[Dict[str, Dict[str, str]]] = None) -> List[ResolvedRule]:
     """The rules to evaluate, in rule-file order, each resolved for ``profile`` with its ``--set`` settings."""
-    _check_selectors(ruleset, select, "--select")
-    _check_selectors(ruleset, ignore, "--ignore")
+    check_selectors(ruleset, select, "--select")
+    check_selectors(ruleset, ignore, "--ignore")
     chosen = []
     for rule in ruleset.rules.values():
         if profile is not None and profile not in rule.profiles:

@@ -1,0 +1,126 @@
+"""The site configuration applied to a command's options: what the file says here, under what the command line says."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+from preflight import site_config
+from preflight.commands.options import CheckOptions
+from preflight.engine import loader, selection
+from preflight.errors import PreflightError
+
+# CheckOptions fields a configuration may set, by configuration key.
+FIELDS = {"profile": "profile", "select": "select", "ignore": "ignore", "expect_gpus": "expect_gpus",
+          "timeout": "timeout"}
+
+
+class Applied(NamedTuple):
+    """The options to run with, how the configuration contributed, and NVML facts probed to match ``gpus``."""
+
+    options: CheckOptions
+    config: site_config.Config
+    effective: Optional[site_config.Effective]
+    early_facts: Optional[Dict[str, Any]]
+
+
+def host_name() -> str:
+    import socket
+
+    return socket.gethostname().split(".")[0]
+
+
+def target(options: CheckOptions, node=None, gpus: Optional[Tuple[str, ...]] = None,
+           host: Optional[str] = None) -> site_config.Target:
+    """This machine as [[match]] sees it: the Slurm node being admitted, else the job's partition from the environment."""
+    environ = options.environ if options.environ is not None else os.environ
+    if node is not None:
+        return site_config.Target(host or node.name, gpus, node.partitions, node.features)
+    partition = environ.get("SLURM_JOB_PARTITION")
+    partitions = tuple(p for p in partition.split(",") if p) if partition else None
+    return site_config.Target(host or host_name(), gpus, partitions, None)
+
+
+def gpu_names(facts: Dict[str, Any]) -> Tuple[str, ...]:
+    return tuple(gpu.get("name") or "" for gpu in (facts.get("nvml") or {}).get("gpus") or [])
+
+
+def apply(options: CheckOptions, node=None) -> Applied:
+    """Read the configuration and merge what applies here under the command line's own options."""
+    environ = options.environ if options.environ is not None else os.environ
+    config = site_config.load(site_config.locate(options.config, environ))
+    if not config.sections:
+        return Applied(options, config, None, None)
+    early = None
+    gpus = None
+    if site_config.needs_gpus(config):
+        early, gpus = _machine_gpus(options)
+    effective = site_config.effective(config, target(options, node, gpus))
+    site_config.check_rule_paths(effective)
+    changes: Dict[str, Any] = {}
+    for key, field in FIELDS.items():
+        if key in effective.values and field not in options.given:
+            changes[field] = effective.values[key]
+    changes["settings"] = [item for item, _ in effective.set_items] + list(options.settings)
+    changes["rules_paths"] = [path for path, _ in effective.rules] + list(options.rules_paths)
+    return Applied(options.replace(**changes), config, effective, early)
+
+
+def _machine_gpus(options: CheckOptions):
+    """The GPU names a `gpus` selector matches: from the saved snapshot, else one NVML probe (reused later)."""
+    if options.facts_file:
+        from preflight.facts import snapshot as snapshot_file
+
+        return None, gpu_names(snapshot_file.load(options.facts_file))
+    from preflight.commands import common
+    from preflight.facts import collect
+
+    facts = collect.collect({"nvml"}, common.collect_options(options.replace(python=None), []))
+    return facts, gpu_names(facts)
+
+
+def validate(applied: Applied, ruleset: loader.RuleSet) -> None:
+    """The configuration's rule ids and settings, checked against the loaded rules, reported at their place in the file."""
+    effective = applied.effective
+    if effective is None:
+        return
+    for item, origin in effective.set_items:
+        try:
+            selection.parse_settings(ruleset, [item], applied.options.profile)
+        except PreflightError as exc:
+            raise site_config.ConfigError("%s: %s: %s" % (origin.location, item, exc.message.replace(
+                "--set %s: " % item, "", 1)), exc.hint)
+    for key in ("select", "ignore"):
+        if key in effective.values and key not in applied.options.given:
+            try:
+                selection.check_selectors(ruleset, list(effective.values[key]), key)
+            except PreflightError as exc:
+                raise site_config.ConfigError("%s: %s" % (effective.origins[key].location,
+                                                          exc.message.split(": ", 1)[-1]), exc.hint)
+
+
+def origins(applied: Applied) -> List[Tuple[str, str, str]]:
+    """(setting, value, where it came from) for every setting, for `preflight config show`."""
+    options, effective = applied.options, applied.effective
+    rows: List[Tuple[str, str, str]] = []
+    for key, field in FIELDS.items():
+        value = getattr(options, field)
+        if field in options.given:
+            where = site_config.COMMAND_LINE.text
+        elif effective is not None and key in effective.origins:
+            where = effective.origins[key].text
+        else:
+            where = site_config.DEFAULT.text
+        shown = ", ".join(value) if isinstance(value, tuple) else ("none" if value is None else str(value))
+        rows.append((key, shown or "(all)" if key == "select" else shown or "(none)", where))
+    config_items = [item for item, _ in effective.set_items] if effective else []
+    for item, origin in (effective.set_items if effective else []):
+        rows.append(("set", item, origin.text))
+    for item in options.settings[len(config_items):]:
+        rows.append(("set", item, site_config.COMMAND_LINE.text))
+    config_rules = [path for path, _ in effective.rules] if effective else []
+    for path, origin in (effective.rules if effective else []):
+        rows.append(("rules", path, origin.text))
+    for path in options.rules_paths[len(config_rules):]:
+        rows.append(("rules", path, site_config.COMMAND_LINE.text))
+    return rows

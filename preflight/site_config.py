@@ -1,0 +1,327 @@
+"""Site configuration: one TOML file that says what a site's nodes should look like.
+
+Found at ``--config FILE``, else ``$PREFLIGHT_CONFIG``, else
+``/etc/preflight/config.toml`` when it exists. ``[defaults]`` applies
+everywhere; each ``[[match]]`` applies where all the selectors it gives match
+(``hosts``: globs on the short host name, ``gpus``: globs on a GPU's product
+name, ``partitions`` / ``features``: Slurm's, where known). Later matches
+override earlier ones and the command line overrides the file. Each setting
+remembers where it came from (``preflight config show``).
+
+A bad file is the user's error (exit 2) naming the file, the line and the key:
+a site's mistake must never turn into a wrong verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from preflight.engine.model import PROFILES
+from preflight.errors import PreflightError
+
+SYSTEM_CONFIG = "/etc/preflight/config.toml"
+ENVIRONMENT_VARIABLE = "PREFLIGHT_CONFIG"
+CONFIG_LIMIT = 1 << 20
+
+# What a section may set: the options of check, exec and slurm that belong to a site.
+SETTINGS = ("profile", "select", "ignore", "set", "rules", "expect_gpus", "timeout")
+SELECTORS = ("hosts", "gpus", "partitions", "features")
+
+
+class ConfigError(PreflightError):
+    """The site configuration cannot be read or says something preflight cannot use (exit 2)."""
+
+
+class Origin(NamedTuple):
+    """Where a setting came from: ``built-in default``, ``command line``, or a place in the file."""
+
+    text: str  # "config.toml:9 [[match]] 1", "built-in default"
+    location: str = ""  # "config.toml:9: [[match]] 1", to begin an error message
+    short: str = ""  # "config.toml:9", where space is short (a drain reason)
+
+
+DEFAULT = Origin("built-in default")
+COMMAND_LINE = Origin("command line")
+
+
+class Section(NamedTuple):
+    """``[defaults]`` or one ``[[match]]``: its settings, its selectors, and where it is in the file."""
+
+    name: str  # "[defaults]" or "[[match]] 2"
+    line: Optional[int]
+    settings: Dict[str, Any]
+    selectors: Dict[str, Tuple[str, ...]]
+    lines: Dict[str, Optional[int]]  # key -> its line
+
+    def origin(self, path: str, key: str) -> Origin:
+        line = self.lines.get(key) or self.line
+        place = "%s%s" % (path, ":%d" % line if line else "")
+        return Origin("%s %s" % (place, self.name), "%s: %s: %s" % (place, self.name, key),
+                      "%s%s" % (os.path.basename(path), ":%d" % line if line else ""))
+
+
+class Config(NamedTuple):
+    path: Optional[str]
+    sections: Tuple[Section, ...]
+
+    def matching(self, target: "Target") -> List[Tuple[Section, str]]:
+        """Every section with why it applies or not, in the order they apply: (section, explanation)."""
+        return [(section, explain(section, target)) for section in self.sections]
+
+
+class Target(NamedTuple):
+    """What a [[match]] is matched against; None: not known here (a selector on it cannot match)."""
+
+    host: str
+    gpus: Optional[Tuple[str, ...]] = None
+    partitions: Optional[Tuple[str, ...]] = None
+    features: Optional[Tuple[str, ...]] = None
+
+
+MAX_EXPECTED_GPUS = 1024
+
+
+def parse_expect_gpus(value: Optional[str], where: str = "--expect-gpus") -> Optional[str]:
+    """``auto``, a count (``8``) or None; anything else is the user's error (--expect-gpus or expect_gpus)."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text == "auto" or (text.isascii() and text.isdigit() and int(text) <= MAX_EXPECTED_GPUS):
+        return text if text == "auto" else str(int(text))
+    raise PreflightError("%s must be a GPU count (0 to %d) or 'auto', got %r" % (where, MAX_EXPECTED_GPUS, value),
+                         "--expect-gpus 8 on an 8-GPU node; auto takes the count from Slurm where it is known")
+
+
+def locate(explicit: Optional[str], environ) -> Optional[str]:
+    """--config, else $PREFLIGHT_CONFIG, else the system file when it exists; None: no configuration."""
+    if explicit:
+        return explicit
+    if environ.get(ENVIRONMENT_VARIABLE):
+        return environ[ENVIRONMENT_VARIABLE]
+    return SYSTEM_CONFIG if os.path.exists(SYSTEM_CONFIG) else None
+
+
+def load(path: Optional[str]) -> Config:
+    if path is None:
+        return Config(None, ())
+    from preflight import input_files
+    from preflight.cache import parsed_toml
+    from preflight.engine.loader import parse_toml
+
+    def error(message: str, hint: str = "") -> ConfigError:
+        return ConfigError(message, hint or "see README: Site configuration")
+
+    raw = input_files.read_bytes(path, "configuration file %s" % path, error, limit=CONFIG_LIMIT)
+    try:
+        data = parsed_toml(raw, parse_toml)
+    except UnicodeDecodeError as exc:
+        raise error("%s: not UTF-8 text (%s)" % (path, exc))
+    except ValueError as exc:
+        raise error("%s: %s" % (path, exc))
+    return _build(path, data, raw.decode("utf-8", "replace"))
+
+
+def _build(path: str, data: Dict[str, Any], text: str) -> Config:
+    lines = _key_lines(text)
+
+    def fail(section: str, key: Optional[str], problem: str, hint: str = "") -> ConfigError:
+        line = lines.get((section, key)) or lines.get((section, None))
+        where = "%s%s: %s%s" % (path, ":%d" % line if line else "", _display(section),
+                                ": %s" % key if key else "")
+        return ConfigError("%s: %s" % (where, problem), hint or "see README: Site configuration")
+
+    for key in data:
+        if key not in ("defaults", "match"):
+            raise fail("", key, "unknown key '%s' (a configuration has [defaults] and [[match]] tables)" % key)
+    sections: List[Section] = []
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise fail("", "defaults", "must be a table: [defaults]")
+    sections.append(_section("defaults", defaults, lines, fail, selectors_allowed=False))
+    matches = data.get("match", [])
+    if not isinstance(matches, list) or not all(isinstance(m, dict) for m in matches):
+        raise fail("", "match", "must be tables: [[match]]")
+    for number, table in enumerate(matches, 1):
+        sections.append(_section("match#%d" % number, table, lines, fail, selectors_allowed=True))
+    return Config(path, tuple(sections))
+
+
+def _display(section: str) -> str:
+    if section.startswith("match#"):
+        return "[[match]] %s" % section[len("match#"):]
+    return "[%s]" % section if section else "top level"
+
+
+def _section(name: str, table: Dict[str, Any], lines, fail, selectors_allowed: bool) -> Section:
+    settings: Dict[str, Any] = {}
+    selectors: Dict[str, Tuple[str, ...]] = {}
+    for key, value in table.items():
+        if key in SELECTORS and selectors_allowed:
+            selectors[key] = _globs(value, lambda problem: fail(name, key, problem))
+        elif key in SETTINGS:
+            settings[key] = _setting(key, value, lambda problem, hint="": fail(name, key, problem, hint))
+        else:
+            allowed = SETTINGS + (SELECTORS if selectors_allowed else ())
+            extra = "" if selectors_allowed or key not in SELECTORS else " (selectors belong in a [[match]])"
+            raise fail(name, key, "unknown key '%s'%s; a %s may set: %s" % (
+                key, extra, _display(name).split(" ")[0], ", ".join(allowed)))
+    if selectors_allowed and not selectors:
+        raise fail(name, None, "a [[match]] needs at least one selector (%s); settings for every node go in "
+                               "[defaults]" % ", ".join(SELECTORS))
+    return Section(_display(name), lines.get((name, None)), settings, selectors,
+                   {key: lines.get((name, key)) for key in table})
+
+
+def _strings(value: Any, fail) -> Tuple[str, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise fail("must be a string or a list of strings, found %r" % (value,))
+    return tuple(v.strip() for v in values)
+
+
+# Patterns as text, compiled (and cached by re) only when a file is read: compiling costs start-up time.
+_GLOB_CHARACTERS = r"^[^\s\x00-\x1f]+$"
+
+
+def _globs(value: Any, fail) -> Tuple[str, ...]:
+    globs = _strings(value, fail)
+    if not globs:
+        raise fail("is empty: give at least one glob")
+    for glob in globs:
+        if not glob or not re.match(_GLOB_CHARACTERS, glob.replace(" ", "x")):
+            raise fail("%r is not a glob (empty, or a control character)" % glob)
+        if glob.count("[") != glob.count("]") or re.search(r"\[[^\]]*\[", glob) or "[]" in glob:
+            raise fail("%r is not a valid glob: unbalanced or empty [ ]" % glob)
+    return globs
+
+
+def _setting(key: str, value: Any, fail) -> Any:
+    if key == "profile":
+        if value not in PROFILES:
+            raise fail("profile must be one of %s, found %r" % (", ".join(PROFILES), value))
+        return value
+    if key in ("select", "ignore", "rules"):
+        return _strings(value, fail)
+    if key == "set":
+        items = _strings(value, fail)
+        for item in items:
+            target, equals, setting = item.partition("=")
+            if not equals or "." not in target.strip():
+                raise fail("%r is not RULE.KEY=VALUE" % item, 'for example: set = ["driver.version.min=550"]')
+        return items
+    if key == "expect_gpus":
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise fail("expect_gpus must be a GPU count or \"auto\", found %r" % (value,))
+        try:
+            return parse_expect_gpus(str(value), "expect_gpus")
+        except PreflightError as exc:
+            raise fail(exc.message)
+    if key == "timeout":
+        from preflight.units import parse_duration
+
+        try:
+            seconds = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                else parse_duration(value)
+        except (TypeError, ValueError, AttributeError):
+            raise fail("timeout must be seconds (10) or a duration (\"30s\"), found %r" % (value,))
+        if not 0 < seconds <= 3600:
+            raise fail("timeout must be more than 0 and at most 3600 seconds, found %r" % (value,))
+        return seconds
+    raise AssertionError(key)
+
+
+_HEADER = r"^\s*(\[\[?)\s*([A-Za-z0-9_.\"' -]+?)\s*\]\]?\s*(#.*)?$"
+_KEY = r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')\s*="
+
+
+def _key_lines(text: str) -> Dict[Tuple[str, Optional[str]], int]:
+    """(section, key) -> line number, for messages; section "" is the top level, "match#N" the Nth [[match]]."""
+    found: Dict[Tuple[str, Optional[str]], int] = {}
+    section = ""
+    matches = 0
+    for number, line in enumerate(text.splitlines(), 1):
+        header = re.match(_HEADER, line)
+        if header:
+            name = header.group(2).strip().strip("\"'")
+            if header.group(1) == "[[" and name == "match":
+                matches += 1
+                section = "match#%d" % matches
+            else:
+                section = name
+            found.setdefault((section, None), number)
+            found.setdefault(("", name), number)
+            continue
+        key = re.match(_KEY, line)
+        if key:
+            found.setdefault((section, key.group(1).strip("\"'")), number)
+    return found
+
+
+def _matches(globs: Sequence[str], values: Sequence[str]) -> bool:
+    import fnmatch
+
+    return any(fnmatch.fnmatchcase(value.lower(), glob.lower()) for glob in globs for value in values)
+
+
+def explain(section: Section, target: Target) -> str:
+    """"" when the section applies; else why not."""
+    for selector, globs in section.selectors.items():
+        if selector == "hosts":
+            known: Optional[Sequence[str]] = (target.host,)
+        else:
+            known = getattr(target, selector)
+        shown = " ".join(globs)
+        if known is None:
+            return "%s = %s: not known here" % (selector, shown)
+        if not _matches(globs, known):
+            return "%s = %s matches none of: %s" % (selector, shown, ", ".join(known) or "(none)")
+    return ""
+
+
+def needs_gpus(config: Config) -> bool:
+    """Whether matching needs this machine's GPU names (an NVML probe before the rules are chosen)."""
+    return any("gpus" in section.selectors for section in config.sections)
+
+
+class Effective(NamedTuple):
+    """The settings in effect, each with its origin; ``set`` and ``rules`` keep one origin per item."""
+
+    values: Dict[str, Any]
+    origins: Dict[str, Origin]
+    set_items: List[Tuple[str, Origin]]
+    rules: List[Tuple[str, Origin]]
+    applied: List[Tuple[Section, str]]
+
+
+def effective(config: Config, target: Target) -> Effective:
+    """Merge [defaults] and every [[match]] that applies, in file order (later wins; ``set`` per RULE.KEY,
+    ``rules`` accumulate); relative rule paths are relative to the file's folder."""
+    values: Dict[str, Any] = {}
+    origins: Dict[str, Origin] = {}
+    set_items: Dict[str, Tuple[str, Origin]] = {}
+    rules: List[Tuple[str, Origin]] = []
+    applied = config.matching(target)
+    folder = os.path.dirname(os.path.abspath(config.path)) if config.path else ""
+    for section, why_not in applied:
+        if why_not:
+            continue
+        for key, value in section.settings.items():
+            origin = section.origin(config.path or "", key)
+            if key == "set":
+                for item in value:
+                    set_items[item.partition("=")[0].strip()] = (item, origin)
+            elif key == "rules":
+                rules.extend((os.path.join(folder, path), origin) for path in value)
+            else:
+                values[key] = value
+                origins[key] = origin
+    return Effective(values, origins, list(set_items.values()), rules, applied)
+
+
+def check_rule_paths(settings: Effective) -> None:
+    for path, origin in settings.rules:
+        if not os.path.exists(path):
+            raise ConfigError("%s: %s: no such file or folder" % (origin.location, path),
+                              "a relative path is relative to the configuration file's folder")
