@@ -23,7 +23,7 @@ FIXTURE_EXPECTATIONS = {
     "2x-a100-40g-driver550-ecc.json": {
         "exit": 1,
         "results": {("gpu.count", "system"): "pass", ("gpu.health", "gpu0"): "pass", ("gpu.health", "gpu1"): "fail",
-                    ("driver.version", "system"): "pass", ("gpu.compute_capability", "gpu0"): "pass",
+                    ("driver.version", "system"): "warn", ("gpu.compute_capability", "gpu0"): "pass",
                     ("gpu.compute_capability", "gpu1"): "pass", ("gpu.memory", "gpu1"): "pass"},
     },
     "rtx3060-12g-driver525.json": {
@@ -97,8 +97,8 @@ def test_text_report_marks_fixes_summary_and_quiet():
     rtx = nvml_fixture("rtx3060-12g-driver525.json")
     text = run_cli("check", "--profile", "node", "--nvml-fixture", rtx).stdout
     assert "FAIL   driver.version" in text
-    assert "fix: Install NVIDIA driver 550 or newer" in text
-    assert "$ sudo apt-get install -y nvidia-driver-550" in text
+    assert "fix: Install a supported NVIDIA driver branch (580 or newer)" in text
+    assert "$ sudo ubuntu-drivers install" in text and "$ sudo apt-get install -y nvidia-driver-580" in text
     assert "PASS   gpu.health" in text
     assert "WARN   gpu.memory" in text
     assert text.rstrip().endswith("FAILED (exit 1)")

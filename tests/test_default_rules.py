@@ -219,6 +219,29 @@ def test_driver_version_pass_warn_fail(tmp_path):
     assert warned["status"] == "warn" and warned["severity"] == "warning"
 
 
+@pytest.mark.parametrize("torch_cuda, status", [("11.8", "warn"), ("12.1", "warn"), ("13.0", "fail")])
+def test_driver_below_the_site_minimum_only_warns_when_the_jobs_torch_runs_on_it(fake_env, torch_cuda, status):
+    env = fake_env()
+    env.add_torch(version="2.5.0+cu%s" % torch_cuda.replace(".", ""), cuda=torch_cuda)
+    report = check("--select", "driver,cuda.compat", "--python", env.python, fixture=RTX3060)
+    driver = one(report, "driver.version")
+    assert driver["status"] == status, driver
+    if status == "warn":
+        assert driver["message"].startswith("driver 525.60.13 is below the site minimum 530, but torch 2.5.0+cu")
+        assert "the job can start" in driver["message"]
+        # One story: cuda.compat agrees that this torch runs here.
+        assert one(report, "cuda.compat")["status"] in ("pass", "warn")
+    else:
+        assert one(report, "cuda.compat")["status"] == "fail"
+    # The fix installs a supported branch, never an end-of-life one.
+    commands = " ".join(driver["fix"]["commands"])
+    assert "sudo ubuntu-drivers install" in commands and "nvidia-driver-580" in commands
+    assert not any(old in commands for old in ("nvidia-driver-535", "nvidia-driver-550", "nvidia-driver-570"))
+    # The node profile keeps the minimum as site policy.
+    node = one(check("--profile", "node", "--select", "driver", fixture=RTX3060), "driver.version")
+    assert node["status"] == "fail"
+
+
 def test_a_failed_driver_query_is_an_error_not_a_failure(tmp_path):
     fixture = write_fixture(tmp_path, "h200-driver580.json", lambda d: d["system"].update(
         nvmlSystemGetDriverVersion={"err": "NVMLError_Unknown", "code": 999}))

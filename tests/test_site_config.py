@@ -70,7 +70,7 @@ def test_check_follows_the_file_and_the_command_line_overrides_it(tmp_path):
     config = write(tmp_path, SITE)
     report = run_json("check", "--config", config, "--nvml-fixture", H200)
     assert report["profile"] == "node"
-    assert one(report, "driver.version")["message"] == "driver 580.159.04, expected >= 560"
+    assert one(report, "driver.version")["message"] == "driver 580.159.04, expected >= 560, recommended >= 580"
     assert one(report, "gpu.expected_count")["message"] == "expected 8 GPUs (expect_gpus 8, config.toml:9), found 1"
     assert "gpu.throttle" not in [r["id"] for r in report["results"]]
     # The command line wins: its profile, its --expect-gpus, its --set for the same key (the file's others stay).
@@ -78,7 +78,7 @@ def test_check_follows_the_file_and_the_command_line_overrides_it(tmp_path):
                     "--set", "driver.version.min=570", "--select", "driver,gpu.memory,gpu.expected_count")
     assert mine["profile"] == "inference"
     assert one(mine, "gpu.expected_count")["status"] == "pass"
-    assert one(mine, "driver.version")["message"] == "driver 580.159.04, expected >= 570"
+    assert one(mine, "driver.version")["message"] == "driver 580.159.04, expected >= 570, recommended >= 580"
     assert "expected >= 80GB" in one(mine, "gpu.memory")["message"]
     # PREFLIGHT_PROFILE is the user's too.
     assert run_json("check", "--config", config, "--nvml-fixture", H200, env={"PREFLIGHT_PROFILE": "train"})[

@@ -6,7 +6,7 @@ from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 
 from preflight.engine import template
-from preflight.engine.compare import ERROR, FAIL, PASS, WARN
+from preflight.engine.compare import ERROR, FAIL, PASS, WARN, value_text
 from preflight.engine.model import ResolvedRule
 from preflight.facts.registry import CONDITIONS, SnapshotView, Unknown
 
@@ -46,6 +46,11 @@ def probes_needed(rules) -> Set[str]:
         needed.update(rule.fact.probes)
         for condition in rule.conditions():
             needed.update(CONDITIONS[condition].probes)
+        relaxed = rule.warn_only  # a resolved rule's only where its profile is listed
+        if relaxed is not None:
+            needed.update(relaxed.fact.probes)
+            for condition in relaxed.fact.implies:
+                needed.update(CONDITIONS[condition].probes)
     return needed
 
 
@@ -105,9 +110,33 @@ def _evaluate_rule(rule: ResolvedRule, facts: SnapshotView) -> List[Result]:
             message = observed
         else:
             message = "%s; expected %s" % (observed, expected)
+        status = verdict.status
+        if status == FAIL and rule.warn_only is not None:
+            relaxed = _relaxed(rule.warn_only, facts, variables)
+            if relaxed is not None:
+                status, message = WARN, relaxed
         fix = None
-        if verdict.status in (FAIL, WARN):
+        if status in (FAIL, WARN):
             chosen = rule.rule.fix_for(value)
             fix = chosen.render(variables) if chosen else None
-        results.append(result(verdict.status, subject, message, value, fix, variables))
+        results.append(result(status, subject, message, value, fix, variables))
     return results
+
+
+def _relaxed(warn_only, facts: SnapshotView, variables: Dict[str, Any]) -> Optional[str]:
+    """The warning that replaces a failure while ``warn_only``'s fact says the job still runs; None otherwise."""
+    for name in warn_only.fact.implies:
+        try:
+            if CONDITIONS[name].check(facts):
+                return None
+        except Unknown:
+            return None
+    try:
+        value, details = warn_only.fact.read(facts)
+    except Unknown:
+        return None
+    if value_text(value) not in warn_only.values:
+        return None
+    variables.update(details)
+    variables["observed_fact"] = value_text(value)
+    return template.render(warn_only.message, variables)

@@ -23,13 +23,13 @@ from preflight.cache import parsed_toml
 from preflight.engine.compare import COMPARISONS
 from preflight.engine.fields import EntryReader, build_fix, close_matches, entry_reader
 from preflight.engine.fix import Fix
-from preflight.engine.model import PROFILES, SEVERITIES, Rule
+from preflight.engine.model import PROFILES, SEVERITIES, Rule, WarnOnly
 from preflight.engine.placeholders import BASE_PLACEHOLDERS, all_placeholders
 from preflight.errors import PreflightError, RuleFileError
 from preflight.facts.registry import CONDITIONS, REGISTRY
 
 _RULE_KEYS = {"examples", "id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message", "pass_message",
-              "labels", "fix", "fixes", "why", "source", "profile"}
+              "labels", "fix", "fixes", "why", "source", "profile", "warn_only"}
 class RuleSet:
     def __init__(self) -> None:
         self.rules: Dict[str, Rule] = {}
@@ -243,11 +243,49 @@ def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
     fixes_by_value = {value: entry.fix(f, "fixes.%s" % value, allowed) for value, f in fixes_raw.items()}
 
     examples = _examples(entry, profiles)
+    warn_only = _warn_only(entry, profiles, allowed)
     rule = Rule(rule_id, title, severity, profiles, when, fact, comparison, raw_params, profile_params, message,
-                pass_message, labels, fix, fixes_by_value, entry.string("why"), entry.string("source"), path, examples)
+                pass_message, labels, fix, fixes_by_value, entry.string("why"), entry.string("source"), path, examples,
+                warn_only)
     for profile in (None,) + profiles:
         validate_params(rule, profile, entry.error)
     return rule
+
+
+WARN_ONLY_KEYS = {"profiles", "fact", "in", "message"}
+
+
+def _warn_only(entry: EntryReader, profiles: Tuple[str, ...], allowed: set) -> Optional[WarnOnly]:
+    """[rule.warn_only]: profiles = [...], fact = "cuda.compat", in = ["ok"], message = "..." (or None)."""
+    raw = entry.raw.get("warn_only")
+    if raw is None:
+        return None
+    where = "warn_only"
+    if not isinstance(raw, dict):
+        raise entry.error("'warn_only' must be a table: [rule.warn_only]")
+    unknown = set(raw) - WARN_ONLY_KEYS
+    if unknown:
+        raise entry.error("%s: unknown key(s) %s (known: %s)" % (where, ", ".join(sorted(unknown)),
+                                                                ", ".join(sorted(WARN_ONLY_KEYS))))
+    chosen = raw.get("profiles", list(profiles))
+    if not isinstance(chosen, list) or not chosen or any(p not in profiles for p in chosen):
+        raise entry.error("%s: 'profiles' must list some of the rule's profiles (%s)" % (where, ", ".join(profiles)))
+    fact_name = raw.get("fact")
+    if fact_name not in REGISTRY or REGISTRY[fact_name].per_gpu:
+        raise entry.error("%s: 'fact' must name a system-wide fact%s" % (where, close_matches(str(fact_name), REGISTRY)),
+                          hint="'preflight facts --list' shows every fact")
+    fact = REGISTRY[fact_name]
+    values = raw.get("in")
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+        raise entry.error("%s: 'in' must be a list of the values of %s that make the failure only a warning"
+                          % (where, fact_name))
+    if fact.values and any(v not in fact.values for v in values):
+        raise entry.error("%s: 'in' lists a value %s never takes (it takes: %s)" % (where, fact_name, ", ".join(fact.values)))
+    message = raw.get("message")
+    if not isinstance(message, str) or not message:
+        raise entry.error("%s: 'message' must say why the failure is only a warning" % where)
+    entry.check_placeholders([message], allowed | set(fact.details) | {"observed_fact"}, "warn_only message")
+    return WarnOnly(tuple(chosen), fact, tuple(values), message)
 
 
 # An example is the rule's expected behaviour on one machine, as data:

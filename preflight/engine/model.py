@@ -12,6 +12,16 @@ SEVERITIES = ("error", "warning", "info")
 PROFILES = ("train", "inference", "node")
 
 
+class WarnOnly(NamedTuple):
+    """``[rule.warn_only]``: in these profiles a failure only warns while ``fact`` is one of ``values``
+    (the site minimum for the driver, when the environment's torch runs on this driver anyway)."""
+
+    profiles: Tuple[str, ...]
+    fact: Fact
+    values: Tuple[str, ...]
+    message: str
+
+
 class Rule(NamedTuple):
     id: str
     title: str
@@ -31,6 +41,7 @@ class Rule(NamedTuple):
     source: str
     origin: str
     examples: Tuple[Dict[str, Any], ...] = ()  # expected behaviour as data, replayed by the tests (see loader.EXAMPLE_KEYS)
+    warn_only: Optional[WarnOnly] = None
 
     @property
     def per_gpu(self) -> bool:
@@ -109,6 +120,12 @@ class ResolvedRule(NamedTuple):
 
     def conditions(self) -> Tuple[str, ...]:
         return self.rule.conditions()
+
+    @property
+    def warn_only(self) -> Optional[WarnOnly]:
+        """The rule's [rule.warn_only], when it applies to this profile."""
+        relaxed = self.rule.warn_only
+        return relaxed if relaxed is not None and self.profile in relaxed.profiles else None
 
     def texts(self) -> Dict[str, str]:
         """Each parameter as it was written, for messages and fixes ({min}, {expected}, ...)."""

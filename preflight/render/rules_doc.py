@@ -23,6 +23,14 @@ def _profile_lines(rule: Rule) -> List[str]:
     return ["%s: %s" % (profile, _params_text(rule, profile)) for profile in rule.profiles]
 
 
+def _warn_only_text(rule: Rule) -> str:
+    relaxed = rule.warn_only
+    if relaxed is None:
+        return ""
+    return "in %s a failure only warns while %s is %s" % (
+        ", ".join(relaxed.profiles), relaxed.fact.path, " or ".join(relaxed.values))
+
+
 def rule_json(rule: Rule) -> Dict[str, Any]:
     return {
         "id": rule.id, "title": rule.title, "severity": rule.severity, "profiles": list(rule.profiles),
@@ -30,6 +38,7 @@ def rule_json(rule: Rule) -> Dict[str, Any]:
         "expected": _params_text(rule, None),
         "expected_by_profile": {p: _params_text(rule, p) for p in rule.profiles},
         "when": list(rule.conditions()), "why": rule.why, "source": rule.source,
+        "warn_only": _warn_only_text(rule) or None,
         "fix": _fix_json(rule.fix, {}) if rule.fix else None,
         "fixes": {value: _fix_json(fix, {}) for value, fix in rule.fixes_by_value.items()},
         "defined_in": rule.origin,
@@ -73,6 +82,8 @@ def explain(rule: Rule) -> str:
     lines += ["             %s" % line for line in _profile_lines(rule)]
     if conditions:
         lines.append("  applies:   when %s" % "; ".join(conditions))
+    if rule.warn_only:
+        lines.append("  relaxed:   %s" % _warn_only_text(rule))
     if rule.why:
         lines += ["", "  why:       %s" % rule.why]
     if rule.source:
@@ -112,6 +123,8 @@ def markdown(rules: List[Rule]) -> str:
             out.append("- profile %s" % line)
         if conditions:
             out.append("- applies when %s" % "; ".join(conditions))
+        if rule.warn_only:
+            out.append("- %s" % _warn_only_text(rule))
         if rule.source:
             out.append("- source: %s" % rule.source)
         fixes = ([("fix", rule.fix)] if rule.fix else []) + [
