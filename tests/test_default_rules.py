@@ -187,18 +187,61 @@ def _mig_on(data):
     data["devices"][0]["nvmlDeviceGetMigMode"] = ok([1, 1])
 
 
-def test_gpu_mig_fails_when_no_instance_is_selected(tmp_path):
-    fixture = write_fixture(tmp_path, "h200-driver580.json", _mig_on)
+MIG_UUID = "MIG-4a9b1c2d-0000-5555-8888-123456789abc"
+
+
+def _mig_slices(*uuids):
+    """MIG on with these MIG devices, as NVML lists them (slot i holds uuids[i]; the rest are empty)."""
+    def change(data):
+        device = data["devices"][0]
+        device["nvmlDeviceGetMigMode"] = ok([1, 1])
+        device["nvmlDeviceGetMaxMigDeviceCount"] = ok(7)
+        for slot in range(7):
+            device["nvmlDeviceGetMigDeviceHandleByIndex(%d)" % slot] = (
+                ok(1000 + slot) if slot < len(uuids) else {"err": "NVMLError_NotFound", "code": 6})
+    return change
+
+
+def test_gpu_mig_fails_only_when_no_instance_exists(tmp_path):
+    fixture = write_fixture(tmp_path, "h200-driver580.json", _mig_slices())
     result = one(check("--select", "gpu.mig", fixture=fixture), "gpu.mig")
-    assert result["status"] == "fail"
-    assert "nvidia-smi -L" in result["fix"]["commands"]
+    assert result["status"] == "fail" and "no GPU instance or compute instance exists" in result["message"]
+    assert "sudo nvidia-smi mig -i 0 -cgi <profile name or id> -C" in result["fix"]["commands"]
+    assert "nvidia-smi mig -lgip -i 0" in result["fix"]["commands"]
 
 
 def test_gpu_mig_passes_with_a_mig_instance_selected(tmp_path):
     fixture = write_fixture(tmp_path, "h200-driver580.json", _mig_on)
-    report = check("--select", "gpu.mig", fixture=fixture,
-                   env={"CUDA_VISIBLE_DEVICES": "MIG-4a9b1c2d-0000-5555-8888-123456789abc"})
+    report = check("--select", "gpu.mig", fixture=fixture, env={"CUDA_VISIBLE_DEVICES": MIG_UUID})
     assert status_of(report, "gpu.mig") == "pass"
+
+
+def test_gpu_mig_passes_for_a_slice_handed_over_or_enumerated(tmp_path, monkeypatch):
+    # NVML lists the MIG devices; the MIG device handles answer their UUIDs through the replay's handle calls.
+    from preflight.probes import nvml_replay
+
+    fixture = write_fixture(tmp_path, "h200-driver580.json", _mig_slices(MIG_UUID))
+    real_call = nvml_replay.ReplayBinding._call
+
+    def call(self, name, args, kwargs):
+        if name == "nvmlDeviceGetUUID" and args and args[0] == 1000:
+            return MIG_UUID
+        return real_call(self, name, args, kwargs)
+
+    monkeypatch.setattr(nvml_replay.ReplayBinding, "_call", call)
+    for env in ({}, {"NVIDIA_VISIBLE_DEVICES": MIG_UUID}):  # bare metal, nothing selected; a container's slice
+        result = one(check("--select", "gpu.mig", fixture=fixture, env=env), "gpu.mig")
+        assert result["status"] == "pass", result
+        assert MIG_UUID in result["message"]
+
+
+def test_gpu_mig_listing_failure_is_unknown_not_a_failure(tmp_path):
+    def change(data):
+        _mig_slices()(data)
+        data["devices"][0]["nvmlDeviceGetMigDeviceHandleByIndex(0)"] = {"err": "NVMLError_NoPermission", "code": 4}
+    fixture = write_fixture(tmp_path, "h200-driver580.json", change)
+    result = one(check("--select", "gpu.mig", fixture=fixture), "gpu.mig")
+    assert result["status"] == "error" and "NVMLError_NoPermission" in result["message"]
 
 
 def test_gpu_mig_passes_without_mig():

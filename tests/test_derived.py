@@ -89,7 +89,8 @@ def test_health_problems():
 def test_mig_state():
     assert derived.mig_state({"index": 0, "mig_mode": None}, []) == "not_supported"
     assert derived.mig_state({"index": 0, "mig_mode": {"current": False}}, []) == "disabled"
-    assert derived.mig_state({"index": 0, "mig_mode": {"current": True}}, []) == "enabled_unselected"
+    assert derived.mig_state({"index": 0, "mig_mode": {"current": True}}, []) == "no_instance"
+    assert derived.mig_state({"index": 0, "mig_mode": {"current": True}, "mig_devices": ["MIG-a"]}, []) == "instances"
     assert derived.mig_state({"index": 0, "mig_mode": {"current": True}}, [0]) == "instance_selected"
 
 

@@ -161,12 +161,16 @@ def health_problems(gpu: Dict[str, Any]) -> List[str]:
 
 
 def mig_state(gpu: Dict[str, Any], mig_selected: Sequence[int]) -> str:
+    """not_supported, disabled, instance_selected (CUDA_VISIBLE_DEVICES names one), instances (MIG devices
+    exist: CUDA enumerates them, as it does a slice handed to a container) or no_instance (nothing can run)."""
     mode = gpu.get("mig_mode")
     if mode is None:
         return "not_supported"
     if not mode.get("current"):
         return "disabled"
-    return "instance_selected" if gpu.get("index") in mig_selected else "enabled_unselected"
+    if gpu.get("index") in mig_selected:
+        return "instance_selected"
+    return "instances" if gpu.get("mig_devices") else "no_instance"
 
 
 # --- container requirements ---------------------------------------------------

@@ -223,6 +223,10 @@ def _health(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
 
 def _mig(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     selected = facts.section("visibility").get("mig_selected") or []
+    error = ((gpu or {}).get("errors") or {}).get("mig_devices") or ((gpu or {}).get("errors") or {}).get(
+        "mig_device_count")
+    if error:
+        raise Unknown("NVML could not list the MIG devices of GPU %s: %s" % ((gpu or {}).get("index"), error))
     details = _gpu_details(gpu)
     details["mig_devices"] = ", ".join((gpu or {}).get("mig_devices") or []) or "none listed"
     return derived.mig_state(gpu or {}, selected), details
@@ -341,8 +345,8 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
          details=("gpu_name", "gpu_index", "gpu_processes"), implies=("nvml_ok", "gpu_visible")),
     Fact("gpu.health.problems", "list", "what makes the GPU unfit: lost, uncorrected ECC, row remapping, retired pages",
          _NV, _health, per_gpu=True, details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
-    Fact("gpu.mig.state", "enum", "MIG mode of the GPU and whether a MIG instance is selected", _NV, _mig,
-         per_gpu=True, values=("not_supported", "disabled", "instance_selected", "enabled_unselected"),
+    Fact("gpu.mig.state", "enum", "MIG mode of the GPU and whether a MIG instance exists or is selected", _NV, _mig,
+         per_gpu=True, values=("not_supported", "disabled", "instance_selected", "instances", "no_instance"),
          details=("gpu_name", "gpu_index", "mig_devices"), implies=("nvml_ok", "gpu_visible")),
     Fact("gpu.temperature_c", "number", "GPU temperature in degrees Celsius", _NV,
          _with_gpu_details(_per_gpu("temperature_c")), per_gpu=True, details=("gpu_name", "gpu_index"),

@@ -247,6 +247,9 @@ def _read_mig_devices(r: _Reader, handle) -> List[str]:
     for slot in range(count):
         probe_slot = _Reader(r.binding)  # empty slots answer NotFound: not an error
         mig_handle = probe_slot.get("mig_device", "nvmlDeviceGetMigDeviceHandleByIndex", handle, slot)
+        failed = probe_slot.errors.get("mig_device", "")
+        if failed and not failed.startswith("NVMLError_NotFound"):
+            r.errors["mig_devices"] = failed  # the instances cannot be listed: unknown, not "none"
         if mig_handle is not None:
             uuid = _text(probe_slot.get("mig_uuid", "nvmlDeviceGetUUID", mig_handle))
             if uuid:
