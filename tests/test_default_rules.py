@@ -564,10 +564,27 @@ def test_container_require_from_cuda_version_and_disable():
     env["NVIDIA_DISABLE_REQUIRE"] = "true"
     assert status_of(check("--select", "container.require", fixture=RTX3060, env=env), "container.require") == "skip"
     assert status_of(check("--select", "container.require"), "container.require") == "skip"
+    # "yes" is not a Go boolean: the toolkit keeps checking, and so does preflight.
+    env["NVIDIA_DISABLE_REQUIRE"] = "yes"
+    assert status_of(check("--select", "container.require", fixture=RTX3060, env=env), "container.require") == "fail"
+
+
+def test_container_require_skips_every_jetpack_variable_and_checks_every_gpu(tmp_path):
+    jetpack = {"NVIDIA_REQUIRE_JETPACK": "csv-mounts=all", "NVIDIA_REQUIRE_JETPACK_HOST_MOUNTS": "x>=1"}
+    assert status_of(check("--select", "container.require", env=jetpack), "container.require") == "skip"
+    # Two GPUs of different architectures given to the container: each must meet arch>=8.0.
+    def mixed(data):
+        data["devices"][1]["nvmlDeviceGetCudaComputeCapability"] = ok([7, 5])
+        data["devices"][1]["nvmlDeviceGetName"] = ok("Tesla T4")
+    fixture = write_fixture(tmp_path, "2x-a100-40g-driver550-ecc.json", mixed)
+    result = one(check("--select", "container.require", fixture=fixture, env={"NVIDIA_REQUIRE_ARCH": "ARCH>=8.0"}),
+                 "container.require")
+    assert result["status"] == "fail" and "1 of 2 GPUs: GPU 1 (Tesla T4)" in result["message"], result
 
 
 @pytest.mark.parametrize("value, status", [
     ("compute,utility", "pass"), ("all", "pass"), ("utility", "fail"), ("compute,video", "fail"), (None, "skip"),
+    ("", "pass"),  # empty: the default utility,compute
 ])
 def test_container_capabilities(value, status):
     env = {"NVIDIA_DRIVER_CAPABILITIES": value} if value is not None else {}

@@ -109,23 +109,49 @@ HOST_535_TESLA = {"cuda": "12.2", "driver": "535.104.05", "arch": "8.0", "brand"
     ("brand=TESLA", HOST_535_TESLA, True), ("brand!=tesla", HOST_535_TESLA, False),
     ("future>=1", HOST_535_TESLA, True),                                        # unknown properties are ignored
     ("driver=535.104.05", HOST_535_TESLA, True),
+    ("CUDA>=12.0", HOST_535_TESLA, True), ("Arch>=9.0", HOST_535_TESLA, False),  # property names: any case
+    ("BRAND=Tesla,Driver>=535", HOST_535_TESLA, True),
 ])
 def test_requirement_semantics(value, host, satisfied):
-    failed = derived.unsatisfied_requirements({"requirements": {"NVIDIA_REQUIRE_CUDA": value}}, host)
+    failed = derived.unsatisfied_requirements({"requirements": {"NVIDIA_REQUIRE_CUDA": value}}, [host])
     assert (failed == []) is satisfied
 
 
 def test_every_require_variable_must_hold_and_cuda_version_implies_one():
     container = {"requirements": {"NVIDIA_REQUIRE_CUDA": "cuda>=12.0", "NVIDIA_REQUIRE_ARCH": "arch>=9.0"}}
-    assert derived.unsatisfied_requirements(container, HOST_535_TESLA) == ["NVIDIA_REQUIRE_ARCH=arch>=9.0"]
+    assert derived.unsatisfied_requirements(container, [HOST_535_TESLA]) == ["NVIDIA_REQUIRE_ARCH=arch>=9.0"]
     implied = {"requirements": {}, "CUDA_VERSION": "12.8.1"}
-    assert derived.unsatisfied_requirements(implied, HOST_535_TESLA) == ["NVIDIA_REQUIRE_CUDA=cuda>=12.8"]
+    assert derived.unsatisfied_requirements(implied, [HOST_535_TESLA]) == ["NVIDIA_REQUIRE_CUDA=cuda>=12.8"]
     assert derived.requirements_apply({"NVIDIA_DISABLE_REQUIRE": "1", "CUDA_VERSION": "12.8"}) is not None
     assert derived.requirements_apply({"requirements": {}}) is not None
 
 
+@pytest.mark.parametrize("value, disabled", [
+    ("1", True), ("t", True), ("T", True), ("TRUE", True), ("true", True), ("True", True),
+    ("yes", False), ("on", False), ("tRUE", False), (" true", False), ("0", False), ("false", False), ("", False),
+])
+def test_disable_require_is_read_as_gos_parsebool_reads_it(value, disabled):
+    container = {"NVIDIA_DISABLE_REQUIRE": value, "CUDA_VERSION": "12.8"}
+    assert (derived.requirements_apply(container) is not None) is disabled
+
+
+def test_requirements_hold_for_every_gpu_given_to_the_container():
+    a100 = dict(HOST_580, arch="8.0", name="GPU 1 (NVIDIA A100)")
+    h200 = dict(HOST_580, name="GPU 0 (NVIDIA H200)")
+    container = {"requirements": {"NVIDIA_REQUIRE_ARCH": "arch>=9.0"}}
+    assert derived.unsatisfied_requirements(container, [h200]) == []
+    assert derived.unsatisfied_requirements(container, [h200, a100]) == [
+        "NVIDIA_REQUIRE_ARCH=arch>=9.0 (1 of 2 GPUs: GPU 1 (NVIDIA A100))"]
+
+
+def test_empty_driver_capabilities_mean_the_default():
+    assert derived.missing_capabilities("") == [] and derived.missing_capabilities("  ") == []
+    assert derived.missing_capabilities(None) == []
+    assert derived.missing_capabilities("utility") == ["compute"]
+
+
 def test_malformed_requirement_is_reported_not_crashed():
-    failed = derived.unsatisfied_requirements({"requirements": {"NVIDIA_REQUIRE_CUDA": "cuda>>12"}}, HOST_580)
+    failed = derived.unsatisfied_requirements({"requirements": {"NVIDIA_REQUIRE_CUDA": "cuda>>12"}}, [HOST_580])
     assert len(failed) == 1 and "NVIDIA_REQUIRE_CUDA" in failed[0]
 
 

@@ -175,14 +175,16 @@ def mig_state(gpu: Dict[str, Any], mig_selected: Sequence[int]) -> str:
 
 # --- container requirements ---------------------------------------------------
 
-_TERM = re.compile(r"^([a-z]+)(<=|>=|!=|=|<|>)(.+)$")
-_TRUE = ("1", "true", "yes", "on")
+_TERM = re.compile(r"^([A-Za-z]+)(<=|>=|!=|=|<|>)(.+)$")
+# What Go's strconv.ParseBool reads as true, exactly (the toolkit reads NVIDIA_DISABLE_REQUIRE with it):
+# no trimming, no "yes" or "on"; anything it cannot parse leaves the checks on.
+GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
 
 
 def requirements_apply(container: Dict[str, Any]) -> Optional[str]:
     """None when the image states requirements to check, else why not."""
-    if (container.get("NVIDIA_DISABLE_REQUIRE") or "").strip().lower() in _TRUE:
-        return "NVIDIA_DISABLE_REQUIRE is set"
+    if container.get("NVIDIA_DISABLE_REQUIRE") in GO_TRUE:
+        return "NVIDIA_DISABLE_REQUIRE=%s turns the requirement checks off" % container["NVIDIA_DISABLE_REQUIRE"]
     if not container.get("requirements") and not container.get("CUDA_VERSION"):
         return "the environment states no NVIDIA_REQUIRE_* or CUDA_VERSION"
     return None
@@ -202,6 +204,7 @@ def _term_holds(term: str, host: Dict[str, Optional[str]]) -> bool:
     if not match:
         raise ValueError("cannot read the term %r (expected property, operator, value)" % term)
     prop, op, wanted = match.groups()
+    prop = prop.lower()  # the toolkit reads property names case-insensitively
     if prop not in ("cuda", "driver", "arch", "brand"):
         return True  # the toolkit ignores properties it does not know
     have = host.get(prop)
@@ -221,34 +224,39 @@ def _term_holds(term: str, host: Dict[str, Optional[str]]) -> bool:
     }[op]
 
 
-def unsatisfied_requirements(container: Dict[str, Any], host: Dict[str, Optional[str]]) -> List[str]:
-    """Each NVIDIA_REQUIRE_* variable the host fails.
+def unsatisfied_requirements(container: Dict[str, Any], hosts: Sequence[Dict[str, Optional[str]]]) -> List[str]:
+    """Each NVIDIA_REQUIRE_* variable some GPU given to the container fails.
 
     Inside one value, space-separated alternatives are ORed and the
     comma-separated terms of an alternative are ANDed (nvidia-container-toolkit).
-    ``host`` has ``cuda`` (the driver's CUDA), ``driver``, ``arch`` (device 0's
-    compute capability) and ``brand`` (device 0's, lowercase).
+    Each of ``hosts`` is one GPU as the toolkit sees it: ``cuda`` (the
+    driver's CUDA), ``driver``, ``arch`` (its compute capability), ``brand``
+    (lowercase) and ``name``; every requirement must hold for every GPU.
     """
     failed = []
     for name, value in sorted(effective_requirements(container).items()):
         alternatives = value.split()
+        failing: List[str] = []
         try:
-            ok = not alternatives or any(
-                all(_term_holds(term, host) for term in alternative.split(",") if term)
-                for alternative in alternatives
-            )
+            for host in hosts:
+                if alternatives and not any(all(_term_holds(term, host) for term in alternative.split(",") if term)
+                                            for alternative in alternatives):
+                    failing.append(host.get("name") or "?")
         except ValueError as exc:
             failed.append("%s: %s" % (name, exc))
             continue
-        if not ok:
+        if failing:
             shown = value if len(value) <= 60 else alternatives[0] + " ..."
-            failed.append("%s=%s" % (name, shown))
+            which = "" if len(hosts) <= 1 else " (%s of %d GPUs: %s)" % (len(failing), len(hosts), ", ".join(
+                sorted(set(failing))))
+            failed.append("%s=%s%s" % (name, shown, which))
     return failed
 
 
 def missing_capabilities(capabilities: Optional[str]) -> List[str]:
-    """The driver capabilities a CUDA job needs that NVIDIA_DRIVER_CAPABILITIES leaves out."""
-    if capabilities is None:
+    """The driver capabilities a CUDA job needs that NVIDIA_DRIVER_CAPABILITIES leaves out (unset or empty:
+    the toolkit's default, utility and compute)."""
+    if capabilities is None or not capabilities.strip():
         return []
     given = {word.strip().lower() for word in capabilities.split(",") if word.strip()}
     if "all" in given:

@@ -232,25 +232,28 @@ def _mig(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     return derived.mig_state(gpu or {}, selected), details
 
 
-def _requirements_host(facts: SnapshotView) -> Dict[str, Optional[str]]:
+def _requirements_hosts(facts: SnapshotView) -> List[Dict[str, Optional[str]]]:
+    """Every GPU given to the container (NVML inside one lists exactly those), as its requirements see it."""
     nvml = facts.section("nvml")
-    gpus = nvml.get("gpus") or []
-    first = gpus[0] if gpus else {}
-    return {"cuda": nvml.get("cuda_driver_version"), "driver": nvml.get("driver_version"),
-            "arch": first.get("compute_capability"), "brand": first.get("brand")}
+    system = {"cuda": nvml.get("cuda_driver_version"), "driver": nvml.get("driver_version")}
+    gpus = nvml.get("gpus") or [{}]
+    return [dict(system, arch=gpu.get("compute_capability"), brand=gpu.get("brand"),
+                 name="GPU %s (%s)" % (gpu.get("index"), gpu.get("name")) if gpu else None) for gpu in gpus]
 
 
 def _unsatisfied(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
     container = facts.section("container")
-    host = _requirements_host(facts)
-    return derived.unsatisfied_requirements(container, host), {
-        "host_cuda": host["cuda"] or "unknown", "host_driver": host["driver"] or "unknown",
+    hosts = _requirements_hosts(facts)
+    return derived.unsatisfied_requirements(container, hosts), {
+        "host_cuda": hosts[0]["cuda"] or "unknown", "host_driver": hosts[0]["driver"] or "unknown",
     }
 
 
 def _missing_capabilities(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
     capabilities = facts.section("container").get("NVIDIA_DRIVER_CAPABILITIES")
-    return derived.missing_capabilities(capabilities), {"driver_capabilities": capabilities or "(unset)"}
+    shown = "(unset)" if capabilities is None else capabilities if capabilities.strip() else \
+        "(empty: the default utility,compute)"
+    return derived.missing_capabilities(capabilities), {"driver_capabilities": shown}
 
 
 def _gpu_memory(field: str) -> Compute:

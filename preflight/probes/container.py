@@ -11,9 +11,9 @@ _NAMES = ("NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION", "NVIDIA_DRIVER_CAPABILITIES"
 def probe(environ: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     environ = os.environ if environ is None else environ
     facts: Dict[str, Any] = {name: environ.get(name) for name in _NAMES}
-    # NVIDIA_REQUIRE_JETPACK is not a requirement the toolkit enforces on x86 hosts.
+    # The toolkit skips every NVIDIA_REQUIRE_JETPACK* variable (NVIDIA_REQUIRE_JETPACK_HOST_MOUNTS, ...).
     facts["requirements"] = {
         name: value for name, value in sorted(environ.items())
-        if name.startswith("NVIDIA_REQUIRE_") and name != "NVIDIA_REQUIRE_JETPACK"
+        if name.startswith("NVIDIA_REQUIRE_") and not name.startswith("NVIDIA_REQUIRE_JETPACK")
     }
     return facts
