@@ -75,3 +75,11 @@ class OutputError(PreflightError):
 
 class ProbeError(Exception):
     """A probe ran but could not produce its facts; the message says why (the facts become unknown)."""
+
+
+class ProbeTimeout(ProbeError):
+    """A probe's helper gave no answer within the deadline (recorded as a timeout, not a failure)."""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds

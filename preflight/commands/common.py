@@ -34,7 +34,21 @@ def collect_options(options: CheckOptions, packages: List[Dict[str, Any]]) -> co
 
         python = resolve_interpreter(options.python)
     return collect.Options(timeout=options.timeout, python=python, nvml_fixture=options.nvml_fixture,
-                           packages=packages, use_cache=options.use_cache, environ=options.environ)
+                           packages=packages, use_cache=options.use_cache, environ=options.environ,
+                           on_wait=tell_terminal)
+
+
+def tell_terminal(line: str) -> None:
+    """A progress line for a person watching (stderr is a terminal); nothing in logs or pipes."""
+    import sys
+
+    stream = sys.stderr
+    try:
+        if stream is not None and stream.isatty():
+            stream.write(line + "\n")
+            stream.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def snapshot(options: CheckOptions, probes: Set[str], packages: List[Dict[str, Any]],

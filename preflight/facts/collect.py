@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from preflight import __version__
-from preflight.errors import ProbeError
+from preflight.errors import ProbeError, ProbeTimeout
 from preflight.facts.snapshot import SCHEMA
 
 # Every probe a snapshot can hold, in the order they are reported.
@@ -38,6 +38,7 @@ class _Options(NamedTuple):
     use_cache: bool
     environ: Mapping[str, str]
     nvml_binding: Any  # tests hand in a binding directly
+    on_wait: Optional[Callable[[str], None]]  # told once when a probe keeps the run waiting over WAIT_NOTICE
 
 
 class Options(_Options):
@@ -47,9 +48,21 @@ class Options(_Options):
 
     def __new__(cls, timeout: float = 10.0, python: Optional[str] = None, nvml_fixture: Optional[str] = None,
                 packages: Optional[List[Dict[str, Any]]] = None, use_cache: bool = True,
-                environ: Optional[Mapping[str, str]] = None, nvml_binding: Any = None) -> "Options":
+                environ: Optional[Mapping[str, str]] = None, nvml_binding: Any = None,
+                on_wait: Optional[Callable[[str], None]] = None) -> "Options":
         return super().__new__(cls, timeout, python, nvml_fixture, list(packages or []), use_cache,
-                               os.environ if environ is None else environ, nvml_binding)
+                               os.environ if environ is None else environ, nvml_binding, on_wait)
+
+
+WAIT_NOTICE = 1.0  # seconds a probe may run before the user is told what is being waited for
+# What each probe waits on, in words.
+WAITING_FOR = {
+    "nvml": "NVML (the NVIDIA driver) to answer",
+    "host": "the host probe (CPUs, memory, /dev/shm)",
+    "python": "%(python)s to list its packages",
+    "container": "the container probe",
+    "torch_arch": "'import torch' in %(python)s, to list torch's GPU architectures (cached once known)",
+}
 
 
 class _Task:
@@ -58,6 +71,7 @@ class _Task:
         self.result: Any = None
         self.error: Optional[str] = None
         self.seconds: Optional[float] = None
+        self.timed_out = False
         self._function = function
         self.thread = threading.Thread(target=self._run, name="preflight-probe-" + name, daemon=True)
 
@@ -66,6 +80,7 @@ class _Task:
         try:
             self.result = self._function()
         except Exception as exc:  # a probe must never take the run down with it
+            self.timed_out = isinstance(exc, ProbeTimeout)
             message = str(exc) or type(exc).__name__
             self.error = message if isinstance(exc, ProbeError) else "%s: %s" % (type(exc).__name__, message)
         self.seconds = round(time.monotonic() - started, 4)
@@ -91,8 +106,9 @@ def collect(probes, options: Options, reuse: Optional[Dict[str, Any]] = None) ->
         snapshot[name] = reuse[name]
         snapshot["probes"][name] = reuse["probes"][name]
     tasks = _start([name for name in probes if name not in reused], options, remaining)
+    waiting = _Notice(options, started)
     for task in tasks.values():
-        task.thread.join(remaining())
+        waiting.join(task, remaining)
         _record(snapshot, task, options.timeout)
 
     if "nvml" in tasks or "nvml" in reused:
@@ -100,10 +116,31 @@ def collect(probes, options: Options, reuse: Optional[Dict[str, Any]] = None) ->
         snapshot["visibility"] = _visibility(nvml, options.environ) if nvml else None
 
     if "torch_arch" in probes:
-        _collect_torch_arch(snapshot, options, remaining)
+        _collect_torch_arch(snapshot, options, remaining, waiting)
 
     snapshot["seconds"] = round(time.monotonic() - started, 4)
     return snapshot
+
+
+class _Notice:
+    """Joins probe threads, telling ``on_wait`` once when one keeps the run waiting for more than WAIT_NOTICE."""
+
+    def __init__(self, options: Options, started: float) -> None:
+        self.options = options
+        self.started = started
+        self.told = options.on_wait is None
+
+    def join(self, task: _Task, remaining, extra: float = 0.0) -> None:
+        if not self.told:
+            task.thread.join(max(0.0, min(remaining() + extra, self.started + WAIT_NOTICE - time.monotonic())))
+            if task.thread.is_alive():
+                import sys
+
+                self.told = True
+                what = WAITING_FOR.get(task.name, task.name) % {"python": self.options.python or sys.executable}
+                self.options.on_wait("preflight: waiting for %s (at most %.0f s more; --timeout)"
+                                     % (what, remaining() + extra))
+        task.thread.join(remaining() + extra)
 
 
 def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
@@ -150,7 +187,11 @@ def _probe_nvml(binding):
 
 
 def _record(snapshot: Dict[str, Any], task: _Task, timeout: float) -> None:
-    if task.thread.is_alive():
+    if task.timed_out:  # its helper was killed at the deadline
+        snapshot[task.name] = None
+        snapshot["probes"][task.name] = {"status": "timeout", "seconds": task.seconds,
+                                         "error": "the %s probe gave no answer: %s" % (task.name, task.error)}
+    elif task.thread.is_alive():
         _abandoned.append(task.thread)
         snapshot[task.name] = None
         snapshot["probes"][task.name] = {
@@ -173,7 +214,7 @@ def _visibility(nvml: Dict[str, Any], environ: Mapping[str, str]) -> Dict[str, A
                               environ.get("CUDA_DEVICE_ORDER"))
 
 
-def _collect_torch_arch(snapshot: Dict[str, Any], options: Options, remaining) -> None:
+def _collect_torch_arch(snapshot: Dict[str, Any], options: Options, remaining, waiting: _Notice) -> None:
     """Ask torch for its architectures only when some visible GPU could use the answer."""
     torch = (snapshot.get("python") or {}).get("torch") or {}
     visible = (snapshot.get("visibility") or {}).get("count")
@@ -196,5 +237,5 @@ def _collect_torch_arch(snapshot: Dict[str, Any], options: Options, remaining) -
     python = options.python or sys.executable
     task = _Task("torch_arch", lambda: torch_arch.probe(torch, python, remaining(), options.use_cache))
     task.thread.start()
-    task.thread.join(remaining() + 1.5)  # the helper process is killed at the deadline itself
+    waiting.join(task, remaining, 1.5)  # the helper process is killed at the deadline itself
     _record(snapshot, task, options.timeout)

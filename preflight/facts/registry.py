@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from preflight import units
+from preflight import knowledge, units
 from preflight.facts import derived
 
 KINDS = ("version", "number", "bytes", "bool", "string", "enum", "list", "packages")
@@ -203,6 +203,15 @@ def _cuda_compat(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
 
 
 def _torch_kernels(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
+    status = (facts.snapshot.get("probes") or {}).get("torch_arch") or {}
+    if status.get("status") == "timeout":
+        # A cold 'import torch' slower than the deadline says nothing about the kernels: not a failure.
+        waited = status.get("seconds") or facts.snapshot.get("seconds") or 0
+        sm = knowledge.parse_major_minor((gpu or {}).get("compute_capability")) if gpu else None
+        details = dict(_gpu_details(gpu), torch_wait="%.0f" % waited, torch_version=facts.torch().get("version") or "?",
+                       python_executable=_python_executable(facts), torch_archs="(not known yet)",
+                       gpu_sm="sm_%d%d" % sm if sm else "?")
+        return "unconfirmed", details
     flags = facts.section("torch_arch").get("flags") or []
     compat, _ = _cuda_compat(facts, None)
     value, details = derived.torch_kernels(flags, (gpu or {}).get("compute_capability"),
@@ -366,9 +375,9 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     Fact("gpu.torch_kernels", "enum",
          "how torch runs on the GPU: compiled kernels (sass), PTX JIT (ptx), or not at all (none)",
          ("nvml", "python", "torch_arch"), _torch_kernels, per_gpu=True,
-         values=("sass", "ptx", "ptx_needs_newer_driver", "none"),
+         values=("sass", "ptx", "ptx_needs_newer_driver", "none", "unconfirmed"),
          details=("gpu_name", "gpu_index", "torch_archs", "gpu_sm", "torch_version", "arch_index_url",
-                  "python_executable"),
+                  "python_executable", "torch_wait"),
          implies=("nvml_ok", "gpu_visible", "torch_cuda")),
     Fact("gpu.workload.fit", "enum",
          "whether the requested workload (check --workload) fits in the GPU's free memory", _NV, _workload_fit,

@@ -15,7 +15,7 @@ import tempfile
 from typing import Any, Dict, List, Optional
 
 from preflight.cache import cache_dir
-from preflight.errors import ProbeError
+from preflight.errors import ProbeError, ProbeTimeout
 from preflight.probes import process
 
 _SCRIPT = "import sys, torch; sys.stdout.write('\\n' + str(torch._C._cuda_getArchFlags()) + '\\n')"
@@ -50,7 +50,8 @@ def _ask_torch(python: str, timeout: float) -> List[str]:
     try:
         completed = process.run([python, "-c", _SCRIPT], timeout)
     except process.CommandTimeout as exc:
-        raise ProbeError("'import torch' gave no answer within %.1f s (raise --timeout; the answer is cached once known)" % exc.seconds)
+        raise ProbeTimeout("'import torch' gave no answer within %.1f s (raise --timeout; the answer is cached once "
+                           "known)" % exc.seconds, exc.seconds)
     except process.CommandFailed as exc:
         raise ProbeError(str(exc))
     lines = [line.strip() for line in completed.stdout.splitlines() if line.strip()]
