@@ -12,6 +12,7 @@ Exit codes (stable; ``preflight.errors.ExitCode``):
   4  preflight slurm: scontrol missing, failing or not answering
   5  preflight slurm: unknown (a probe timed out); the node was left as it was
   128+N  killed by signal N (130 SIGINT, 143 SIGTERM), helpers killed first
+  78 preflight exec: the checks failed and the command was not started (--fail-exit-code)
 exec passes the command's own status through (126/127: it cannot be run / is not found);
 check --format npd uses node-problem-detector's codes (0 OK, 1 problem, 2 unknown).
 """
@@ -202,8 +203,8 @@ def cli() -> None:
 
     \b
     Exit codes: 0 passed, 1 a check failed, 2 bad usage, input or output, 3 internal error,
-    4 (slurm) scontrol failed, 5 (slurm) unknown, 130/143 interrupted; exec ends with its
-    command's status; see each command's --help.
+    4 (slurm) scontrol failed, 5 (slurm) unknown, 78 (exec) checks kept the command from
+    starting, 130/143 interrupted; exec ends with its command's status; see each command's --help.
     """
 
 
@@ -331,24 +332,33 @@ def plan(options, gpu_filters, output_format, output) -> int:
               help="Keep checking until they pass or this much time has gone (30s, 5m): for a GPU or driver that "
                    "comes up late.")
 @click.option("--sleep", default="1s", show_default=True, metavar="DURATION", help="Wait between checks.")
+@click.option("--fail-exit-code", type=click.IntRange(1, 255), default=int(ExitCode.EXEC_BLOCKED), show_default=True,
+              metavar="N", help="Exit with N when the checks keep COMMAND from starting (78 is EX_CONFIG), so a "
+                                "job controller can tell an unfit node from a crashed script.")
+@click.option("--termination-log", default="/dev/termination-log", show_default=True, metavar="FILE",
+              help="When the checks keep COMMAND from starting, write the reason as one line here if the file "
+                   "exists and is writable (Kubernetes' terminationMessagePath).")
 @check_options(PROBE, consume=_names(CHECK))
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec_command(options, output_format, quiet, warn_only, retry_timeout, sleep, command) -> int:
+def exec_command(options, output_format, quiet, warn_only, retry_timeout, sleep, fail_exit_code, termination_log,
+                 command) -> int:
     """Run the checks, then replace preflight with COMMAND (as a container ENTRYPOINT: preflight exec -- CMD...).
 
     \b
-    The report goes to standard error. When the checks fail, preflight exits 1
-    and COMMAND does not start (unless --warn-only). Otherwise COMMAND takes
-    over this process (same PID, signals and exit status). Extra options can
-    come from PREFLIGHT_ARGS (options only: a stray word or '--' there is exit 2);
-    PREFLIGHT_SKIP=1 skips the checks (and says so).
-    Exit codes: COMMAND's own; 1 checks failed; 2 bad usage; 126 COMMAND cannot
-    be run; 127 COMMAND not found.
+    The report goes to standard error. When the checks fail, COMMAND does not
+    start (unless --warn-only): preflight exits 78 (--fail-exit-code) and writes
+    the reason to /dev/termination-log when it exists (Kubernetes). Otherwise
+    COMMAND takes over this process (same PID, signals and exit status). Extra
+    options can come from PREFLIGHT_ARGS (options only: a stray word or '--'
+    there is exit 2); PREFLIGHT_SKIP=1 skips the checks (and says so).
+    Exit codes: COMMAND's own; 78 checks failed (--fail-exit-code); 2 bad usage;
+    126 COMMAND cannot be run; 127 COMMAND not found.
     """
     from preflight.commands import exec as run
 
     return run.main(options, command, _shown(output_format, quiet=quiet), warn_only,
-                    _duration("--retry-timeout", retry_timeout), _duration("--sleep", sleep), _log, _warn)
+                    _duration("--retry-timeout", retry_timeout), _duration("--sleep", sleep), _log, _warn,
+                    fail_exit_code, termination_log)
 
 
 @cli.command()

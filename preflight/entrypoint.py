@@ -84,6 +84,27 @@ def check_until(check: Callable[[], Report], retry_timeout: float, sleep: float,
     return report
 
 
+TERMINATION_LOG = "/dev/termination-log"  # where Kubernetes reads a container's termination message
+TERMINATION_LIMIT = 4096  # Kubernetes keeps at most this many bytes of it
+
+
+def write_termination_message(path: str, line: str, log: Callable[[str], None]) -> bool:
+    """Write ``line`` where the orchestrator reads why the container stopped, if that file exists and is writable.
+
+    Written in place (it is usually a bind mount, which a rename cannot replace); a failure is only logged.
+    """
+    if not path or not os.path.isfile(path) or not os.access(path, os.W_OK):
+        return False
+    data = (line.strip() + "\n").encode("utf-8", "replace")[:TERMINATION_LIMIT]
+    try:
+        with open(path, "wb") as out:
+            out.write(data)
+        return True
+    except OSError as exc:
+        log("preflight: cannot write the termination message to %s: %s" % (path, exc.strerror or exc))
+        return False
+
+
 def become(command: Sequence[str], log: Callable[[str], None]) -> int:
     """Replace this process with ``command``; returns only when that is impossible (126 or 127)."""
     if not command or not command[0]:

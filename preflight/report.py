@@ -17,6 +17,18 @@ from preflight.errors import ExitCode, NpdCode
 SCHEMA = "preflight.report/1"
 
 
+def one_line(results: List[Result], limit: int = 200) -> str:
+    """The first result as ``<rule-id> [<subject>] <message> (+N more)``, one line, no double quotes, at most
+    ``limit`` characters: for a drain reason or a termination message, where only a line fits."""
+    if not results:
+        return ""
+    first = results[0]
+    more = " (+%d more)" % (len(results) - 1) if len(results) > 1 else ""
+    subject = "" if first.subject == "system" else " %s" % first.subject
+    text = " ".join(("%s%s %s%s" % (first.id, subject, first.message, more)).replace('"', "'").split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class Report:
     def __init__(self, profile: str, results: List[Result], strict: bool = False,
                  facts_source: str = "live", seconds: float = 0.0, facts: Optional[Dict[str, Any]] = None) -> None:
@@ -33,6 +45,10 @@ class Report:
         if self.strict:
             return [r for r in self.results if r.status in ("fail", "warn", "error") and r.severity != "info"]
         return [r for r in self.results if r.status in ("fail", "error") and r.severity == "error"]
+
+    def reason(self, limit: int = 200) -> str:
+        """Why the check fails, in one line (see ``one_line``)."""
+        return one_line(self.blocking(), limit)
 
     def timed_out_probes(self) -> List[str]:
         """Probes that gave no answer before the deadline (their facts are unknown)."""

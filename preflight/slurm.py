@@ -32,7 +32,7 @@ from typing import List, NamedTuple, Optional, Tuple
 from preflight.errors import ExitCode, PreflightError
 from preflight.probes import process
 from preflight.engine.evaluate import Result
-from preflight.report import Report
+from preflight.report import Report, one_line
 
 REASON_PREFIX = "preflight:"
 REASON_LIMIT = 200
@@ -181,12 +181,7 @@ def gres_gpu_count(gres: str) -> Optional[int]:
 
 def drain_reason(blocking: List[Result]) -> str:
     """``preflight: <rule-id> <message>``, the first blocking result first."""
-    first = blocking[0]
-    more = " (+%d more)" % (len(blocking) - 1) if len(blocking) > 1 else ""
-    subject = "" if first.subject == "system" else " %s" % first.subject
-    text = "%s %s%s %s%s" % (REASON_PREFIX, first.id, subject, first.message, more)
-    text = " ".join(text.replace('"', "'").split())  # one line, no quotes
-    return text if len(text) <= REASON_LIMIT else text[:REASON_LIMIT - 3] + "..."
+    return "%s %s" % (REASON_PREFIX, one_line(blocking, REASON_LIMIT - len(REASON_PREFIX) - 1))
 
 
 # Slurm ends a reason with "[user@time]", and --oneliner prints more fields after it

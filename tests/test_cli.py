@@ -250,10 +250,10 @@ def test_empty_selections_and_idle_workloads_are_explained():
 def test_help_and_version():
     help_text = run_cli("--help").stdout
     assert "Exit codes: 0 passed, 1 a check failed, 2 bad usage, input or output, 3 internal error," in help_text
-    assert "4 (slurm) scontrol failed, 5 (slurm) unknown, 130/143 interrupted" in help_text
+    assert "4 (slurm) scontrol failed, 5 (slurm) unknown, 78 (exec) checks kept the command from" in help_text
     check_help = run_cli("check", "--help").stdout
     for option in ("--profile", "--format", "--strict", "--select", "--ignore", "--set", "--facts", "--python",
-                   "--nvml-fixture", "--timeout", "--rules", "-q"):
+                   "--nvml-fixture", "--timeout", "--rules", "-q", "--config", "--expect-gpus"):
         assert option in check_help
     assert run_cli("--version").stdout.strip() == "preflight, version 0.1.0"
 

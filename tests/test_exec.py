@@ -51,10 +51,32 @@ def test_arguments_survive_exactly_and_no_shell_is_involved():
 def test_failing_checks_stop_the_command(tmp_path):
     marker = tmp_path / "ran"
     completed = run_cli(*FAILING, "touch", str(marker))
-    assert completed.returncode == 1 and not marker.exists()
+    assert completed.returncode == 78 and not marker.exists()  # EX_CONFIG: not the script's own failure
     assert "FAIL   driver.version" in completed.stderr
-    assert "not starting touch: the checks failed" in completed.stderr
+    assert "not starting touch: the checks failed (exit 78)" in completed.stderr
     assert completed.stdout == ""  # the report goes to stderr, the command owns stdout
+
+
+def test_the_gate_exit_code_and_the_termination_message(tmp_path):
+    marker = tmp_path / "ran"
+    log = tmp_path / "termination-log"
+    log.write_text("")
+    completed = run_cli(FAILING[0], "--fail-exit-code", "3", "--termination-log", str(log), *FAILING[1:],
+                        "touch", str(marker))
+    assert completed.returncode == 3 and not marker.exists()
+    message = log.read_text()
+    assert message.startswith("preflight: not starting touch: driver.version driver 525.60.13")
+    assert message.count("\n") == 1  # one line, as Kubernetes shows it
+    # No file there (not in Kubernetes): nothing is created.
+    absent = tmp_path / "absent"
+    assert run_cli(FAILING[0], "--termination-log", str(absent), *FAILING[1:], "true").returncode == 78
+    assert not absent.exists()
+    # Passing checks leave the message alone; the command's own status comes through.
+    log.write_text("")
+    assert run_cli(PASSING[0], "--termination-log", str(log), *PASSING[1:], "sh", "-c", "exit 9").returncode == 9
+    assert log.read_text() == ""
+    bad = run_cli(FAILING[0], "--fail-exit-code", "0", *FAILING[1:], "true")
+    assert bad.returncode == 2 and "--fail-exit-code" in bad.stderr
 
 
 def test_warn_only_starts_the_command_anyway(tmp_path):
@@ -127,7 +149,7 @@ def test_retry_gives_up_at_the_timeout():
     started = time.monotonic()
     completed = run_cli("exec", "--retry-timeout", "2s", "--sleep", "0.5s", *FAILING[1:], "true")
     elapsed = time.monotonic() - started
-    assert completed.returncode == 1 and 1.5 < elapsed < 15
+    assert completed.returncode == 78 and 1.5 < elapsed < 15
     assert completed.stderr.count("checking again in 0.5s") >= 2
 
 

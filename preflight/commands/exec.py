@@ -9,11 +9,14 @@ from typing import Callable, Sequence
 from preflight import entrypoint
 from preflight.commands import check, common
 from preflight.commands.options import CheckOptions, OutputOptions
+from preflight.errors import ExitCode
 
 
 def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, warn_only: bool, retry_timeout: float,
-         sleep: float, log: Callable[[str], None], warn: common.Warn = None) -> int:
-    """Exit code: the command's own once it runs; the checks' 1 when they fail; 126/127 when it cannot start."""
+         sleep: float, log: Callable[[str], None], warn: common.Warn = None,
+         fail_exit_code: int = ExitCode.EXEC_BLOCKED, termination_log: str = entrypoint.TERMINATION_LOG) -> int:
+    """Exit code: the command's own once it runs; ``fail_exit_code`` (78) when the checks keep it from starting;
+    126/127 when it cannot start."""
     if entrypoint.skip_requested(os.environ):
         log("preflight: %s is set: checks skipped; starting %s" % (entrypoint.SKIP_VARIABLE, " ".join(command)))
         return entrypoint.become(command, log)
@@ -22,8 +25,10 @@ def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, wa
 
     log(formats.render(report, shown.format, quiet=shown.quiet, color=shown.colored(sys.stderr)))
     if not report.ok and not warn_only:
-        log("preflight: not starting %s: the checks failed" % command[0])
-        return report.exit_code
+        log("preflight: not starting %s: the checks failed (exit %d)" % (command[0], fail_exit_code))
+        entrypoint.write_termination_message(
+            termination_log, "preflight: not starting %s: %s" % (command[0], report.reason(1000)), log)
+        return fail_exit_code
     if not report.ok:
         log("preflight: checks failed; starting %s anyway (--warn-only)" % command[0])
     return entrypoint.become(command, log)
