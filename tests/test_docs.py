@@ -40,3 +40,19 @@ def test_the_readme_options_exist():
 def test_the_readme_test_command_is_what_ci_runs():
     assert "pip install -e \".[test]\"\npytest -rs\n" in README
     assert "pytest -rs)" in (REPO / ".ci" / "run").read_text()
+
+
+def test_the_readme_site_configuration_is_what_config_show_prints(tmp_path):
+    block = re.search(r"```toml\n(\[defaults\] .*?)```", README, re.S).group(1)
+    (tmp_path / "site-rules").mkdir()
+    (tmp_path / "site-rules" / "site.toml").write_text(
+        '[[rule]]\nid = "site.cpus"\ntitle = "CPUs"\nseverity = "warning"\nprofiles = ["node"]\n'
+        'fact = "host.cpu.count"\ncompare = "number"\nmin = 8\nwhy = "site"\nsource = "site"\n')
+    config = tmp_path / "config.toml"
+    config.write_text(block)
+    shown = run_cli("config", "show", "--config", str(config), "--host", "gpu-a07", "--gpu", "NVIDIA H100 80GB HBM3")
+    assert shown.returncode == 0, shown.stderr
+    documented = re.search(r"\$ preflight config show --host gpu-a07 .*?\n(.*?)```", README, re.S).group(1)
+    printed = shown.stdout.replace(str(config), "/etc/preflight/config.toml").replace(str(tmp_path),
+                                                                                       "/etc/preflight")
+    assert [line.split() for line in printed.splitlines()] == [line.split() for line in documented.splitlines()]
