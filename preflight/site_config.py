@@ -1,7 +1,8 @@
 """Site configuration: one TOML file that says what a site's nodes should look like.
 
-Found at ``--config FILE``, else ``$PREFLIGHT_CONFIG``, else
-``/etc/preflight/config.toml`` when it exists. ``[defaults]`` applies
+Found by ``commands.site.locate`` (``--config FILE``, else ``$PREFLIGHT_CONFIG``,
+else ``/etc/preflight/config.toml`` when it exists), and imported only then:
+without a file this module costs a run nothing. ``[defaults]`` applies
 everywhere; each ``[[match]]`` applies where all the selectors it gives match
 (``hosts``: globs on the short host name, ``gpus``: globs on a GPU's product
 name, ``partitions`` / ``features``: Slurm's, where known). Later matches
@@ -21,8 +22,6 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from preflight.engine.model import PROFILES
 from preflight.errors import PreflightError
 
-SYSTEM_CONFIG = "/etc/preflight/config.toml"
-ENVIRONMENT_VARIABLE = "PREFLIGHT_CONFIG"
 CONFIG_LIMIT = 1 << 20
 
 # What a section may set: the options of check, exec and slurm that belong to a site.
@@ -78,29 +77,6 @@ class Target(NamedTuple):
     gpus: Optional[Tuple[str, ...]] = None
     partitions: Optional[Tuple[str, ...]] = None
     features: Optional[Tuple[str, ...]] = None
-
-
-MAX_EXPECTED_GPUS = 1024
-
-
-def parse_expect_gpus(value: Optional[str], where: str = "--expect-gpus") -> Optional[str]:
-    """``auto``, a count (``8``) or None; anything else is the user's error (--expect-gpus or expect_gpus)."""
-    if value is None:
-        return None
-    text = str(value).strip().lower()
-    if text == "auto" or (text.isascii() and text.isdigit() and int(text) <= MAX_EXPECTED_GPUS):
-        return text if text == "auto" else str(int(text))
-    raise PreflightError("%s must be a GPU count (0 to %d) or 'auto', got %r" % (where, MAX_EXPECTED_GPUS, value),
-                         "--expect-gpus 8 on an 8-GPU node; auto takes the count from Slurm where it is known")
-
-
-def locate(explicit: Optional[str], environ) -> Optional[str]:
-    """--config, else $PREFLIGHT_CONFIG, else the system file when it exists; None: no configuration."""
-    if explicit:
-        return explicit
-    if environ.get(ENVIRONMENT_VARIABLE):
-        return environ[ENVIRONMENT_VARIABLE]
-    return SYSTEM_CONFIG if os.path.exists(SYSTEM_CONFIG) else None
 
 
 def load(path: Optional[str]) -> Config:
@@ -212,12 +188,14 @@ def _setting(key: str, value: Any, fail) -> Any:
                 raise fail("%r is not RULE.KEY=VALUE" % item, 'for example: set = ["driver.version.min=550"]')
         return items
     if key == "expect_gpus":
+        from preflight.units import parse_gpu_count
+
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise fail("expect_gpus must be a GPU count or \"auto\", found %r" % (value,))
         try:
-            return parse_expect_gpus(str(value), "expect_gpus")
-        except PreflightError as exc:
-            raise fail(exc.message)
+            return parse_gpu_count(value)
+        except ValueError as exc:
+            raise fail("expect_gpus %s" % exc)
     if key == "timeout":
         from preflight.units import parse_duration
 

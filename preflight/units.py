@@ -89,3 +89,16 @@ def parse_duration(text) -> float:
     if seconds > MAX_DURATION:
         raise ValueError("%r is longer than a week; give a shorter duration" % (text,))
     return seconds
+
+
+MAX_GPU_COUNT = 1024
+
+
+def parse_gpu_count(text) -> str:
+    """``auto`` or a GPU count (``"8"``), normalised; ValueError for anything else (``-1``, ``two``, ``1.5``)."""
+    value = str(text).strip().lower()
+    if value == "auto":
+        return value
+    if value.isascii() and value.isdigit() and int(value) <= MAX_GPU_COUNT:
+        return str(int(value))
+    raise ValueError("must be a GPU count (0 to %d) or 'auto', got %r" % (MAX_GPU_COUNT, text))

@@ -96,11 +96,11 @@ def test_gpus_selector_matches_this_machines_gpus(tmp_path):
 def test_the_file_is_found_through_the_environment_and_the_system_path(tmp_path, monkeypatch):
     config = write(tmp_path, '[defaults]\nprofile = "node"\n')
     assert run_json("check", "--nvml-fixture", H200, env={"PREFLIGHT_CONFIG": config})["profile"] == "node"
-    from preflight import site_config
+    from preflight.commands import site
 
-    monkeypatch.setattr(site_config, "SYSTEM_CONFIG", config)
+    monkeypatch.setattr(site, "SYSTEM_CONFIG", config)
     assert run_json("check", "--nvml-fixture", H200)["profile"] == "node"
-    monkeypatch.setattr(site_config, "SYSTEM_CONFIG", str(tmp_path / "absent.toml"))
+    monkeypatch.setattr(site, "SYSTEM_CONFIG", str(tmp_path / "absent.toml"))
     assert run_json("check", "--nvml-fixture", H200)["profile"] == "train"
 
 

@@ -15,7 +15,7 @@ def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partit
     import os
 
     environ = options.environ if options.environ is not None else os.environ
-    path = site_config.locate(options.config, environ)
+    path = site.locate(options.config, environ)
     config = site_config.load(path)
     names = tuple(gpus) or None
     if names is None and site_config.needs_gpus(config):
@@ -60,7 +60,7 @@ def _text(path, here: site_config.Target, rows, sections) -> str:
         return "unknown" if values is None else (", ".join(values) or "none")
 
     lines: List[str] = [
-        "configuration: %s" % (path or "none (no --config, PREFLIGHT_CONFIG or %s)" % site_config.SYSTEM_CONFIG),
+        "configuration: %s" % (path or "none (no --config, PREFLIGHT_CONFIG or %s)" % site.SYSTEM_CONFIG),
         "host %s | GPUs: %s | Slurm partitions: %s | features: %s" % (
             here.host, known(here.gpus), known(here.partitions), known(here.features)),
         "",

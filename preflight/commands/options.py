@@ -7,9 +7,21 @@ from typing import FrozenSet, Iterable, Mapping, NamedTuple, Optional, Sequence,
 
 from preflight.engine.model import PROFILES
 from preflight.errors import PreflightError
-from preflight.site_config import parse_expect_gpus
 
 MAX_TIMEOUT = 3600
+
+
+def parse_expect_gpus(value: Optional[str]) -> Optional[str]:
+    """--expect-gpus: ``auto``, a count, or None (no expectation)."""
+    if value is None:
+        return None
+    from preflight.units import parse_gpu_count
+
+    try:
+        return parse_gpu_count(value)
+    except ValueError as exc:
+        raise PreflightError("--expect-gpus %s" % exc,
+                             "--expect-gpus 8 on an 8-GPU node; auto takes the count from Slurm where it is known")
 
 
 class _Workload(NamedTuple):

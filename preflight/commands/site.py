@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
-from preflight import site_config
 from preflight.commands.options import CheckOptions
-from preflight.engine import loader, selection
 from preflight.errors import PreflightError
+
+if TYPE_CHECKING:
+    from preflight import site_config
+    from preflight.engine import loader
+
+# Where the site configuration is looked for when neither --config nor PREFLIGHT_CONFIG names one.
+SYSTEM_CONFIG = "/etc/preflight/config.toml"
+ENVIRONMENT_VARIABLE = "PREFLIGHT_CONFIG"
 
 # CheckOptions fields a configuration may set, by configuration key.
 FIELDS = {"profile": "profile", "select": "select", "ignore": "ignore", "expect_gpus": "expect_gpus",
@@ -19,9 +25,18 @@ class Applied(NamedTuple):
     """The options to run with, how the configuration contributed, and NVML facts probed to match ``gpus``."""
 
     options: CheckOptions
-    config: site_config.Config
-    effective: Optional[site_config.Effective]
+    config: Optional["site_config.Config"]
+    effective: Optional["site_config.Effective"]
     early_facts: Optional[Dict[str, Any]]
+
+
+def locate(explicit: Optional[str], environ) -> Optional[str]:
+    """--config, else $PREFLIGHT_CONFIG, else the system file when it exists; None: no configuration."""
+    if explicit:
+        return explicit
+    if environ.get(ENVIRONMENT_VARIABLE):
+        return environ[ENVIRONMENT_VARIABLE]
+    return SYSTEM_CONFIG if os.path.exists(SYSTEM_CONFIG) else None
 
 
 def host_name() -> str:
@@ -31,8 +46,10 @@ def host_name() -> str:
 
 
 def target(options: CheckOptions, node=None, gpus: Optional[Tuple[str, ...]] = None,
-           host: Optional[str] = None) -> site_config.Target:
+           host: Optional[str] = None) -> "site_config.Target":
     """This machine as [[match]] sees it: the Slurm node being admitted, else the job's partition from the environment."""
+    from preflight import site_config
+
     environ = options.environ if options.environ is not None else os.environ
     if node is not None:
         return site_config.Target(host or node.name, gpus, node.partitions, node.features)
@@ -48,7 +65,12 @@ def gpu_names(facts: Dict[str, Any]) -> Tuple[str, ...]:
 def apply(options: CheckOptions, node=None) -> Applied:
     """Read the configuration and merge what applies here under the command line's own options."""
     environ = options.environ if options.environ is not None else os.environ
-    config = site_config.load(site_config.locate(options.config, environ))
+    path = locate(options.config, environ)
+    if path is None:
+        return Applied(options, None, None, None)
+    from preflight import site_config
+
+    config = site_config.load(path)
     if not config.sections:
         return Applied(options, config, None, None)
     early = None
@@ -79,11 +101,14 @@ def _machine_gpus(options: CheckOptions):
     return facts, gpu_names(facts)
 
 
-def validate(applied: Applied, ruleset: loader.RuleSet) -> None:
+def validate(applied: Applied, ruleset: "loader.RuleSet") -> None:
     """The configuration's rule ids and settings, checked against the loaded rules, reported at their place in the file."""
     effective = applied.effective
     if effective is None:
         return
+    from preflight import site_config
+    from preflight.engine import selection
+
     for item, origin in effective.set_items:
         try:
             selection.parse_settings(ruleset, [item], applied.options.profile)
@@ -101,6 +126,8 @@ def validate(applied: Applied, ruleset: loader.RuleSet) -> None:
 
 def origins(applied: Applied) -> List[Tuple[str, str, str]]:
     """(setting, value, where it came from) for every setting, for `preflight config show`."""
+    from preflight import site_config
+
     options, effective = applied.options, applied.effective
     rows: List[Tuple[str, str, str]] = []
     for key, field in FIELDS.items():
