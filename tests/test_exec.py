@@ -54,6 +54,7 @@ def test_failing_checks_stop_the_command(tmp_path):
     assert completed.returncode == 78 and not marker.exists()  # EX_CONFIG: not the script's own failure
     assert "FAIL   driver.version" in completed.stderr
     assert "not starting touch: the checks failed (exit 78)" in completed.stderr
+    assert "(exit 1)" not in completed.stderr  # the check's own exit code is not exec's
     assert completed.stdout == ""  # the report goes to stderr, the command owns stdout
 
 

@@ -7,11 +7,12 @@ from preflight.report import Report
 FORMATS = ("text", "json", "junit", "prometheus", "nfd", "npd")
 
 
-def render(report: Report, name: str, quiet: bool = False, color: bool = False, expires_in: float = 3600.0) -> str:
+def render(report: Report, name: str, quiet: bool = False, color: bool = False, expires_in: float = 3600.0,
+           show_exit: bool = True) -> str:
     if name == "text":
         from preflight.render import text
 
-        return text.render(report, quiet=quiet, color=color)
+        return text.render(report, quiet=quiet, color=color, show_exit=show_exit)
     if name == "json":
         from preflight.render import json_report
 

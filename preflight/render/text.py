@@ -14,7 +14,8 @@ def _plural(count: int, word: str) -> str:
     return "%d %s%s" % (count, word, "" if count == 1 else "s")
 
 
-def render(report: Report, quiet: bool = False, color: bool = False) -> str:
+def render(report: Report, quiet: bool = False, color: bool = False, show_exit: bool = True) -> str:
+    """``show_exit``: end the summary with the exit code (exec says its own: the command's, or 78)."""
     shown = [r for r in report.results if not quiet or r.status in ("fail", "warn", "error")]
     id_width = max([len(r.id) for r in shown] + [10])
     subject_width = max([len(r.subject) for r in shown] + [6])
@@ -33,7 +34,7 @@ def render(report: Report, quiet: bool = False, color: bool = False) -> str:
     verdict = paint("OK", COLORS["pass"], color) if report.ok else paint("FAILED", COLORS["fail"], color)
     if lines and not quiet:
         lines.append("")
-    lines.append("%d passed, %s, %d failed, %s, %d skipped: %s (exit %d)" % (
+    lines.append("%d passed, %s, %d failed, %s, %d skipped: %s%s" % (
         counts["pass"], _plural(counts["warn"], "warning"), counts["fail"], _plural(counts["error"], "error"),
-        counts["skip"], verdict, report.exit_code))
+        counts["skip"], verdict, " (exit %d)" % report.exit_code if show_exit else ""))
     return "\n".join(lines)
