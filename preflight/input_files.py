@@ -104,6 +104,21 @@ def parse_json(text: str, what: str, error: Callable[..., PreflightError], hint:
         raise error("%s: not valid JSON (%s)" % (what, exc), hint)
 
 
+def parse_toml(text: str, what: str = "a TOML file") -> Any:
+    """TOML text -> data; ValueError says what is wrong. tomllib (tomli before 3.11) is imported only here: a
+    parsed file is usually served from the cache (cache.parsed_toml), and the import costs start-up time."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError("not valid TOML: %s" % exc)
+    except RecursionError:
+        raise ValueError("nested too deeply to be %s" % what)
+
+
 def load_json(path: str, what: str, error: Callable[..., PreflightError], hint: str = "", allow_stdin: bool = False,
               limit: int = MAX_BYTES) -> Any:
     return parse_json(read_text(path, what, error, hint, allow_stdin, limit), what, error, hint)

@@ -10,7 +10,8 @@ from typing import Dict, List, Optional, Tuple
 
 # Minimum Linux driver for each CUDA toolkit release.
 # Source: NVIDIA CUDA Toolkit release notes, table 3 ("CUDA Toolkit and
-# Corresponding Driver Versions"). There is no CUDA 12.7.
+# Corresponding Driver Versions"), https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/
+# (13.1 to 13.3 from the 13.x notes). There is no CUDA 12.7.
 CUDA_MIN_DRIVER: Dict[Tuple[int, int], str] = {
     (10, 0): "410.48",
     (10, 1): "418.39",
@@ -34,27 +35,48 @@ CUDA_MIN_DRIVER: Dict[Tuple[int, int], str] = {
     (12, 8): "570.26",
     (12, 9): "575.51.03",
     (13, 0): "580.65.06",
+    (13, 1): "590.44.01",
+    (13, 2): "595.45.04",
+    (13, 3): "610.43.02",
 }
 
 # CUDA minor-version compatibility: an application built with any CUDA X.y
 # runs on a driver of at least this version (reduced feature set; the GPU's
 # architecture must be in the binary as compiled code, since an older driver
 # cannot JIT-compile newer PTX). CUDA 10.x has no such compatibility.
-# Source: NVIDIA CUDA Compatibility guide, "Minor Version Compatibility".
+# Source: NVIDIA CUDA Compatibility guide, "Minor Version Compatibility"
+# (https://docs.nvidia.com/deploy/cuda-compatibility/).
 MINOR_VERSION_COMPAT_DRIVER: Dict[int, str] = {
     11: "450.80.02",
     12: "525.60.13",
     13: "580",
 }
 
-# CUDA variants that PyTorch publishes wheels for, newest last
-# (https://download.pytorch.org/whl/<tag>).
-TORCH_WHEEL_CUDA: List[Tuple[int, int]] = [
-    (11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0),
-]
-TORCH_WHEEL_INDEX = "https://download.pytorch.org/whl/"
-# The variant suggested when the driver is unknown: the oldest that covers every current GPU (Blackwell included).
-DEFAULT_WHEEL_CUDA = (12, 8)
+# Which torch wheels exist (variants, releases, Pythons, architectures) is data:
+# rules/knowledge/pytorch-wheels.toml, read by preflight.torch_wheels.
+
+# NVIDIA driver branches in late 2026. R580 is long-term support to mid-2028 and the last branch for
+# Maxwell, Pascal and Volta GPUs (compute capability below 7.5); R595 is a production branch to early 2027;
+# R620 is long-term support to 2029. R535, R550 and R570 are end of life. Blackwell needs R570 or newer.
+# Source: https://docs.nvidia.com/datacenter/tesla/drivers/ (driver lifecycle, supported branches).
+SUPPORTED_BRANCHES = ("580", "595", "620")
+END_OF_LIFE_BRANCHES = ("535", "550", "570")
+LAST_BRANCH_BEFORE_TURING = "580"
+BLACKWELL_MIN_BRANCH = "570"
+
+
+def driver_branch_advice(ccs) -> str:
+    """Which branch to install for GPUs of these compute capabilities (strings such as "7.0")."""
+    parsed = [cc for cc in (parse_major_minor(c) for c in ccs) if cc]
+    if any(cc < (7, 5) for cc in parsed):
+        return ("install the %s branch: it is the last that supports GPUs older than Turing (this node has compute "
+                "capability %s); newer branches drop them" % (LAST_BRANCH_BEFORE_TURING,
+                                                               ", ".join("%d.%d" % cc for cc in sorted(set(parsed)))))
+    return ("install a supported branch: %s (long-term support), %s or %s; %s are end of life%s"
+            % (SUPPORTED_BRANCHES + (", ".join(END_OF_LIFE_BRANCHES),
+               "; Blackwell GPUs need %s or newer" % BLACKWELL_MIN_BRANCH if any(cc >= (10, 0) for cc in parsed)
+               else "")))
+
 
 # nvmlDeviceGetBrand values as the container toolkit spells them in
 # NVIDIA_REQUIRE_* terms (brand=tesla, brand=nvidiartx, ...).
@@ -113,18 +135,6 @@ def min_driver_for_cuda(cuda: Tuple[int, int]) -> Optional[str]:
         return CUDA_MIN_DRIVER[cuda]
     newer = [v for v in sorted(CUDA_MIN_DRIVER) if v >= cuda]
     return CUDA_MIN_DRIVER[newer[0]] if newer else None
-
-
-def wheel_tag(cuda: Tuple[int, int]) -> str:
-    return "cu%d%d" % cuda
-
-
-def newest_wheel_cuda(at_most: Optional[Tuple[int, int]]) -> Optional[Tuple[int, int]]:
-    """Newest PyTorch CUDA variant not newer than ``at_most`` (the driver's CUDA)."""
-    if at_most is None:
-        return None
-    fitting = [v for v in TORCH_WHEEL_CUDA if v <= at_most]
-    return fitting[-1] if fitting else None
 
 
 def clock_event_names(mask: int) -> List[str]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
+from preflight import torch_wheels
 from conftest import FIXTURES, nvml_fixture, ok, run_cli, run_json, status_of, write_fixture
 
 H200 = nvml_fixture("h200-driver580.json")
@@ -357,7 +359,8 @@ def test_torch_missing_cpu_rocm_and_cuda_builds(fake_env):
     cpu.add_torch(version="2.11.0+cpu", cuda=None)
     result = one(check("--select", "torch.cuda", "--python", cpu.python), "torch.cuda")
     assert result["status"] == "fail" and "CPU-only" in result["message"]
-    assert any("--index-url https://download.pytorch.org/whl/cu130" in c for c in result["fix"]["commands"])
+    wanted = torch_wheels.choose("580.159.04", "13.0", ["9.0"], "%d.%d" % sys.version_info[:2])
+    assert any("%s --index-url %s" % (wanted.pins, wanted.index_url) in c for c in result["fix"]["commands"])
     assert any(c.startswith(cpu.python + " -m pip uninstall") for c in result["fix"]["commands"])
 
     rocm = fake_env("rocm")
@@ -384,7 +387,11 @@ def test_cuda_compat(fake_env, torch_cuda, fixture, status):
     if status == "fail":
         assert "525.60.13 supports CUDA 12.0" in result["message"]
         assert "580.65.06" in " ".join(result["fix"]["steps"])       # the minimum driver for CUDA 13.0
-        assert any("whl/cu118" in c for c in result["fix"]["commands"])  # newest wheel this driver runs
+        # The newest torch this 12.0 driver runs for this GPU and this Python (2.14 from cu126 under
+        # minor-version compatibility on Python 3.10+; tests/test_torch_wheels.py has the table), pinned.
+        wanted = torch_wheels.choose("525.60.13", "12.0", ["8.6"], "%d.%d" % sys.version_info[:2])
+        assert any("%s --index-url %s" % (wanted.pins, wanted.index_url) in c for c in result["fix"]["commands"]), \
+            result["fix"]
 
 
 @pytest.mark.parametrize("name, cc, flags, status", [

@@ -29,8 +29,6 @@ def test_cuda_compat(driver, driver_cuda, torch_cuda, status):
 def test_cuda_compat_details_name_the_minimum_driver_and_a_wheel():
     _, details = derived.cuda_compat("525.60.13", "12.0", "13.0")
     assert details["required_driver"] == "580.65.06"
-    assert details["wheel_cuda"] == "11.8"
-    assert details["index_url"] == "https://download.pytorch.org/whl/cu118"
     assert derived.cuda_compat("550.54.15", "12.4", "12.8")[1]["required_driver"] == "570.26"
 
 
@@ -39,14 +37,6 @@ def test_driver_table_matches_knowledge():
     assert knowledge.min_driver_for_cuda((14, 0)) is None
     assert knowledge.cuda_from_nvml(13000) == "13.0"
     assert knowledge.cuda_from_nvml(12040) == "12.4"
-
-
-@pytest.mark.parametrize("driver_cuda, ccs, wheel", [
-    ("13.0", ["9.0"], (13, 0)), ("12.4", ["8.6"], (12, 4)), ("12.2", ["8.6"], (12, 1)), ("12.0", [], (11, 8)),
-    ("12.8", ["12.0"], (12, 8)), ("12.4", ["12.0"], (12, 8)), ("13.0", ["6.1"], (12, 6)), (None, [], (12, 8)),
-])
-def test_wheel_choice(driver_cuda, ccs, wheel):
-    assert derived.wheel_cuda_for(driver_cuda, ccs) == wheel
 
 
 # --- torch kernels -------------------------------------------------------------------

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import FIXTURES, REPO, nvml_fixture, ok, run_cli, write_fixture
+from preflight import torch_wheels
 from preflight.diagnose import diagnosis
 from preflight.diagnose.scan import Scanner
 from preflight.engine import loader
@@ -274,7 +275,13 @@ def test_no_kernel_image_names_compute_capability_and_torch_architectures(tmp_pa
     match = report["matches"][0]
     assert ("NVIDIA GeForce RTX 5090 (GPU 0): compute capability 12.0 (sm_120); torch 2.5.1+cu124 has "
             "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90") in match["context"]
-    assert match["fix"]["commands"][-1] == "%s -m pip install torch torchvision --index-url https://download.pytorch.org/whl/cu130" % env.python
+    wanted = torch_wheels.choose("580.159.04", "13.0", ["12.0"], "%d.%d" % sys.version_info[:2])  # cu130 on 3.10+
+    if isinstance(wanted, torch_wheels.Choice):
+        assert match["fix"]["commands"][-1] == "%s -m pip install %s --index-url %s" % (env.python, wanted.pins,
+                                                                                         wanted.index_url)
+    else:  # Python 3.8 or 3.9: no torch for them has sm_120 kernels; the way out instead of an index
+        assert not any("--index-url" in c for c in match["fix"]["commands"])
+        assert any("use Python 3.10" in step for step in match["fix"]["steps"]), match["fix"]
     assert match["checks"][0]["status"] == "fail"
 
 
@@ -284,9 +291,38 @@ def test_driver_mismatch_names_both_versions_and_the_wheel(fake_env):
     _, report = diagnose_json("RuntimeError: CUDA driver version is insufficient for CUDA runtime version\n",
                               "--nvml-fixture", nvml_fixture("rtx3060-12g-driver525.json"), "--python", env.python)
     match = report["matches"][0]
-    assert ("torch 2.9.0+cu130 is built for CUDA 13.0; the driver 525.60.13 supports CUDA 12.0; a torch for CUDA "
-            "11.8 runs on it: https://download.pytorch.org/whl/cu118") in match["context"]
-    assert "Upgrade the driver to 580.65.06 or newer (the minimum for CUDA 13.0)." in match["fix"]["steps"]
+    wanted = torch_wheels.choose("525.60.13", "12.0", ["8.6"], "%d.%d" % sys.version_info[:2])  # cu126 2.14 on 3.10+
+    assert ("torch 2.9.0+cu130 is built for CUDA 13.0; the driver 525.60.13 supports CUDA 12.0; torch %s for CUDA "
+            "%d.%d runs on it: %s" % ((wanted.torch_text,) + wanted.variant.cuda + (wanted.index_url,))) \
+        in match["context"]
+    steps = match["fix"]["steps"]
+    assert ("Upgrade the driver to 580.65.06 or newer (the minimum for CUDA 13.0); the 580 branch runs every current "
+            "torch.") in steps
+    assert any("which this driver runs" in step for step in steps), steps
+    assert match["fix"]["commands"][-1].endswith(
+        "-m pip install --force-reinstall %s --index-url %s" % (wanted.pins, wanted.index_url))
+
+
+def test_driver_too_old_keeps_its_main_step_without_facts():
+    # Nothing known about the machine: the fix still says to upgrade the driver, in generic words, and names
+    # no index it cannot vouch for.
+    _, report = diagnose_json("RuntimeError: CUDA driver version is insufficient for CUDA runtime version\n",
+                              "--no-facts")
+    fix = report["matches"][0]["fix"]
+    assert any(step.startswith("Upgrade the NVIDIA driver: the 580 branch or newer") for step in fix["steps"]), fix
+    assert not any("--index-url" in c for c in fix["commands"])
+    # The log says which CUDA the driver supports (11.4): the fix names the newest torch that runs on it.
+    _, report = diagnose_json("RuntimeError: The NVIDIA driver on your system is too old (found version 11040).\n",
+                              "--no-facts")
+    fix = report["matches"][0]["fix"]
+    assert any("'torch==2.7.*' 'torchvision==0.22.*' --index-url https://download.pytorch.org/whl/cu118" in c
+               for c in fix["commands"]), fix
+    # A driver older than any wheel: no index at all, and the way out.
+    _, report = diagnose_json("RuntimeError: The NVIDIA driver on your system is too old (found version 9000).\n",
+                              "--no-facts")
+    fix = report["matches"][0]["fix"]
+    assert not any("--index-url" in c for c in fix["commands"]), fix
+    assert any("supports CUDA 9.0 at most" in step and "upgrade the NVIDIA driver" in step for step in fix["steps"])
 
 
 def test_facts_file_and_no_facts(tmp_path):

@@ -24,14 +24,11 @@ from preflight.engine.loader import RuleSet
 from preflight.engine.placeholders import RUN_PREFIX, fact_variable
 from preflight.errors import ExitCode
 from preflight.facts.registry import REGISTRY, SnapshotView, Unknown
-from preflight.facts.derived import index_url
 
-# Values every fix may rely on when nothing better is known. A wheel index for
-# an unknown driver is the newest that covers every current GPU.
+# Values every fix may rely on when nothing better is known. No wheel index is assumed here: which torch
+# to install depends on the driver, the GPU and the Python (torch_wheels), known from facts or the log.
 GENERIC_DEFAULTS = {
     "python_executable": "python",
-    "index_url": index_url(knowledge.DEFAULT_WHEEL_CUDA),
-    "arch_index_url": index_url(knowledge.DEFAULT_WHEEL_CUDA),
 }
 
 # Words for a fix title when a value is unknown (titles cannot be left out).
@@ -163,17 +160,18 @@ def _derived(groups: Dict[str, str], ruleset: RuleSet) -> Dict[str, str]:
     """Values the log implies: the driver's CUDA, the wheels that fit it and the GPU, a module's pip name."""
     from preflight.facts import derived
 
+    from preflight import torch_wheels
+
     values: Dict[str, str] = {}
     code = groups.get("driver_cuda_code")
     driver_cuda = knowledge.cuda_from_nvml(int(code)) if code and code.isdigit() else None
-    if driver_cuda:
-        wheel = derived.wheel_cuda_for(driver_cuda)
-        values.update(driver_cuda=driver_cuda, wheel_cuda=knowledge.cuda_text(wheel), index_url=derived.index_url(wheel),
-                      run_driver_cuda=driver_cuda)
     sm = derived.parse_arch_flag(groups.get("gpu_sm", ""))
-    if sm:
-        cc = "%d.%d" % sm[1]
-        values["arch_index_url"] = derived.index_url(derived.wheel_cuda_for(driver_cuda, [cc]))
+    cc = "%d.%d" % sm[1] if sm else None
+    if driver_cuda or cc:
+        wheel = torch_wheels.fix_values(None, driver_cuda, [cc] if cc else [], None)
+        values.update((k, v) for k, v in wheel.items() if v is not None)
+        if driver_cuda:
+            values.update(driver_cuda=driver_cuda, run_driver_cuda=driver_cuda)
     module = groups.get("missing")
     if module:
         values["missing_pip"] = _pip_name(module.split(".")[0], ruleset)

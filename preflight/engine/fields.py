@@ -7,7 +7,7 @@ unknown keys become warnings.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterable, List
+from typing import Any, Dict, Iterable, List, Tuple, Union
 
 from preflight.engine import template
 from preflight.engine.fix import Fix
@@ -54,6 +54,18 @@ class EntryReader:
             raise self.error("'%s' must be a list of strings, found %r" % (key, value))
         return value
 
+    def lines(self, key: str) -> List[Union[str, Tuple[str, ...]]]:
+        """A fix's steps or commands: each a string, or a list of alternatives (the first whose values are
+        all known is shown, so a fix keeps its main step with generic words when values are unknown)."""
+        value = self.raw.get(key, [])
+        ok = isinstance(value, list) and all(
+            isinstance(item, str) or (isinstance(item, list) and item and all(isinstance(i, str) for i in item))
+            for item in value)
+        if not ok:
+            raise self.error("'%s' must be a list whose items are strings or lists of alternative strings, found %r"
+                             % (key, value))
+        return [item if isinstance(item, str) else tuple(item) for item in value]
+
     def check_placeholders(self, texts: Iterable[str], allowed: set, what: str) -> None:
         for text in texts:
             unknown = sorted(template.placeholders(text) - allowed)
@@ -87,8 +99,8 @@ def build_fix(reader: EntryReader, fix_id: str, allowed: set) -> Fix:
     if not FIX_ID.match(fix_id):
         raise reader.error("fix id %r must be lowercase letters, digits, '-', '_' or '.'" % fix_id)
     reader.warn_unknown(FIX_KEYS)
-    fix = Fix(fix_id, reader.string("title", required=True), reader.string_list("steps"),
-              reader.string_list("commands"), reader.path)
+    fix = Fix(fix_id, reader.string("title", required=True), reader.lines("steps"), reader.lines("commands"),
+              reader.path)
     reader.check_placeholders(fix.texts(), allowed, "fix '%s'" % fix_id)
     return fix
 

@@ -6,7 +6,9 @@ every kind of entry (rules, failures, workloads) can hold one.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+
+Line = Union[str, Tuple[str, ...]]  # a text, or alternatives: the first whose values are all known is shown
 
 from preflight.engine import template
 
@@ -16,12 +18,15 @@ class Fix(NamedTuple):
 
     id: str
     title: str
-    steps: List[str]
-    commands: List[str]
+    steps: List[Line]
+    commands: List[Line]
     origin: str
 
     def texts(self) -> List[str]:
-        return [self.title] + self.steps + self.commands
+        flat: List[str] = [self.title]
+        for line in list(self.steps) + list(self.commands):
+            flat.extend([line] if isinstance(line, str) else line)
+        return flat
 
     def render(self, values: Dict[str, Any], title_words: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
         """The fix with values filled in. A step or command that still names an unknown value is left
@@ -29,6 +34,17 @@ class Fix(NamedTuple):
         title = template.render(self.title, values)
         return {
             "title": template.render(title, title_words or {}),
-            "steps": template.render_known(self.steps, values),
-            "commands": template.render_known(self.commands, values),
+            "steps": _render_lines(self.steps, values),
+            "commands": _render_lines(self.commands, values),
         }
+
+
+def _render_lines(lines: List[Line], values: Dict[str, Any]) -> List[str]:
+    rendered: List[str] = []
+    for line in lines:
+        for choice in ([line] if isinstance(line, str) else line):
+            known = template.render_known([choice], values)
+            if known:
+                rendered.extend(known)
+                break
+    return rendered

@@ -50,15 +50,9 @@ class RuleSet:
 
 
 def default_rules_dir() -> str:
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    installed = os.path.join(package, "default_rules")
-    if os.path.isdir(installed):
-        return installed
-    checkout = os.path.join(os.path.dirname(package), "rules")  # running from a source tree
-    if os.path.isdir(checkout):
-        return checkout
-    raise PreflightError("the default rules are missing from this installation (%s)" % installed,
-                         "reinstall preflight: pip install --force-reinstall preflight")
+    from preflight.shipped import data_dir
+
+    return data_dir()
 
 
 def rule_files(path: str) -> List[str]:
@@ -137,17 +131,9 @@ RULE_FILE_LIMIT = 16 << 20
 
 
 def parse_toml(text: str) -> Dict[str, Any]:
-    """TOML text -> data; tomllib (tomli before 3.11) is imported only here, on a cache miss: start-up time."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:
-        import tomli as tomllib
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError("not valid TOML: %s" % exc)
-    except RecursionError:
-        raise ValueError("nested too deeply to be a rule file")
+    from preflight.input_files import parse_toml as parse
+
+    return parse(text, "a rule file")
 
 
 def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:

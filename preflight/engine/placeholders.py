@@ -31,8 +31,11 @@ LOG_VALUES = {
     "device": "a --device value",
 }
 # Values computed from a named group (see diagnose.diagnosis).
-DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda"), "missing": ("missing_pip",),
-                       "gpu_sm": ("arch_index_url",)}
+# The torch to install (torch_wheels.fix_values) follows from the driver's CUDA and the GPU the log names.
+WHEEL_VALUES = ("index_url", "arch_index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_tag", "wheel_runs",
+                "wheel_note", "no_wheel")
+DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda") + WHEEL_VALUES,
+                       "missing": ("missing_pip",), "gpu_sm": WHEEL_VALUES}
 # Every captured value is also available as run_<name>: filled only from the
 # log, never from this machine's facts, for lines about the failed run itself.
 RUN_PREFIX = "run_"

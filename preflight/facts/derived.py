@@ -36,31 +36,6 @@ def torch_build(torch: Dict[str, Any]) -> str:
     return "cpu"
 
 
-def wheel_cuda_for(driver_cuda: Optional[str], ccs: Sequence[str] = ()) -> Tuple[int, int]:
-    """The PyTorch CUDA variant to recommend for this driver and these GPUs.
-
-    The newest variant the driver fully supports; Blackwell GPUs (cc >= 10)
-    need cu128 or newer and GPUs older than Turing cu126 or older (CUDA 13
-    dropped them). Without a known driver, cu128 (the oldest variant that
-    covers every current GPU).
-    """
-    fitting = knowledge.newest_wheel_cuda(knowledge.parse_major_minor(driver_cuda)) if driver_cuda else None
-    if driver_cuda:
-        choice = fitting or (11, 8)  # 11.x drivers run cu118 under minor-version compatibility
-    else:
-        choice = knowledge.DEFAULT_WHEEL_CUDA
-    parsed = [knowledge.parse_major_minor(cc) for cc in ccs if cc]
-    if any(cc and cc[0] >= 10 for cc in parsed):
-        choice = max(choice, (12, 8))
-    if any(cc and cc < (7, 5) for cc in parsed):
-        choice = min(choice, (12, 6))
-    return choice
-
-
-def index_url(cuda: Tuple[int, int]) -> str:
-    return knowledge.TORCH_WHEEL_INDEX + knowledge.wheel_tag(cuda)
-
-
 # --- driver and CUDA ----------------------------------------------------------
 
 def cuda_compat(driver_version: Optional[str], driver_cuda: Optional[str], torch_cuda: Optional[str]):
@@ -75,12 +50,10 @@ def cuda_compat(driver_version: Optional[str], driver_cuda: Optional[str], torch
     need = knowledge.parse_major_minor(torch_cuda)
     have = knowledge.parse_major_minor(driver_cuda)
     required = knowledge.min_driver_for_cuda(need) if need else None
-    wheel = wheel_cuda_for(driver_cuda)
     details = {
         "torch_cuda": torch_cuda, "driver_cuda": driver_cuda, "driver_version": driver_version,
         "required_driver": required or "a driver newer than this table knows (see NVIDIA's CUDA release notes)",
         "compat_driver": knowledge.MINOR_VERSION_COMPAT_DRIVER.get(need[0]) if need else None,
-        "wheel_cuda": knowledge.cuda_text(wheel), "index_url": index_url(wheel),
     }
     if need is None or have is None:
         return "unknown", details

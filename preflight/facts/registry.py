@@ -130,6 +130,11 @@ def _nvml_system(field: str) -> Compute:
     return compute
 
 
+def _driver_version(facts: SnapshotView, gpu) -> Tuple[Any, Dict[str, Any]]:
+    ccs = [g.get("compute_capability") for g in facts.section("nvml").get("gpus") or []]
+    return _nvml_system("driver_version")(facts, gpu), {"branch_advice": knowledge.driver_branch_advice(ccs)}
+
+
 def _gpu_details(gpu: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     gpu = gpu or {}
     return {"gpu_name": gpu.get("name") or "GPU %s" % gpu.get("index"), "gpu_index": gpu.get("index")}
@@ -171,23 +176,37 @@ def _python_executable(facts: SnapshotView) -> str:
         return "python"
 
 
-def _torch_build(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
-    torch = facts.torch()
-    driver_cuda = None
-    ccs: List[str] = []
+WHEEL_DETAILS = ("index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_tag", "wheel_runs", "wheel_note",
+                 "no_wheel")
+
+
+def _wheel(facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Dict[str, Optional[str]]:
+    """The torch to install here (torch_wheels.fix_values) for this driver, Python and these GPUs (or ``gpu``)."""
+    from preflight import torch_wheels
+
+    driver_version = driver_cuda = python = None
+    ccs: List[Optional[str]] = []
     try:
         nvml = facts.section("nvml")
-        driver_cuda = nvml.get("cuda_driver_version")
-        ccs = [g.get("compute_capability") for g in nvml.get("gpus") or [] if g.get("compute_capability")]
+        driver_version, driver_cuda = nvml.get("driver_version"), nvml.get("cuda_driver_version")
+        gpus = [gpu] if gpu else [g for g in nvml.get("gpus") or [] if g.get("index") in facts.visible_indices()]
+        ccs = [g.get("compute_capability") for g in gpus]
     except Unknown:
         pass
-    wheel = derived.wheel_cuda_for(driver_cuda, ccs)
-    return derived.torch_build(torch), {
+    try:
+        python = facts.section("python").get("version")
+    except Unknown:
+        pass
+    return torch_wheels.fix_values(driver_version, driver_cuda, ccs, python)
+
+
+def _torch_build(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
+    torch = facts.torch()
+    return derived.torch_build(torch), dict(_wheel(facts), **{
         "torch_version": torch.get("version") or "(not installed)",
         "torch_cuda": torch.get("cuda") or "none",
-        "index_url": derived.index_url(wheel),
         "python_executable": _python_executable(facts),
-    }
+    })
 
 
 def _cuda_compat(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
@@ -199,6 +218,7 @@ def _cuda_compat(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
                       % (nvml.get("cuda_driver_version"), torch.get("cuda")))
     details["python_executable"] = _python_executable(facts)
     details["torch_version"] = torch.get("version") or "(not installed)"
+    details.update(_wheel(facts))
     return value, details
 
 
@@ -218,10 +238,10 @@ def _torch_kernels(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
                                            compat == "minor_version_compat")
     if value == "unknown":
         raise Unknown("NVML gave no compute capability for GPU %s" % (gpu or {}).get("index"))
-    nvml = facts.section("nvml")
-    wheel = derived.wheel_cuda_for(nvml.get("cuda_driver_version"), [(gpu or {}).get("compute_capability")])
+    wheel = _wheel(facts, gpu)
     details.update(_gpu_details(gpu), torch_version=facts.torch().get("version") or "?",
-                   arch_index_url=derived.index_url(wheel), python_executable=_python_executable(facts))
+                   arch_index_url=wheel["index_url"], torch_pins=wheel["torch_pins"], no_wheel=wheel["no_wheel"],
+                   wheel_note=wheel["wheel_note"], python_executable=_python_executable(facts))
     return value, details
 
 
@@ -329,7 +349,7 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
                  "gpu_is_lost", "binding_missing", "other"),
          details=("nvml_error", "nvml_message")),
     Fact("nvml.driver_version", "version", "NVIDIA driver version (nvmlSystemGetDriverVersion)", _NV,
-         _nvml_system("driver_version"), implies=("nvml_ok",)),
+         _driver_version, details=("branch_advice",), implies=("nvml_ok",)),
     Fact("nvml.cuda_driver_version", "version", "newest CUDA the driver supports (nvmlSystemGetCudaDriverVersion)",
          _NV, _nvml_system("cuda_driver_version"), implies=("nvml_ok",)),
     Fact("visibility.count", "number", "GPUs a CUDA program will see (CUDA_VISIBLE_DEVICES applied)", _NV,
@@ -377,7 +397,7 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
          ("nvml", "python", "torch_arch"), _torch_kernels, per_gpu=True,
          values=("sass", "ptx", "ptx_needs_newer_driver", "none", "unconfirmed"),
          details=("gpu_name", "gpu_index", "torch_archs", "gpu_sm", "torch_version", "arch_index_url",
-                  "python_executable", "torch_wait"),
+                  "python_executable", "torch_wait", "torch_pins", "no_wheel", "wheel_note"),
          implies=("nvml_ok", "gpu_visible", "torch_cuda")),
     Fact("gpu.workload.fit", "enum",
          "whether the requested workload (check --workload) fits in the GPU's free memory", _NV, _workload_fit,
@@ -415,15 +435,15 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     # NVML too: the fix's wheel index follows the driver's CUDA version.
     Fact("torch.build", "enum", "which torch is installed: cuda, cpu, rocm or missing", ("python", "nvml"), _torch_build,
          values=("cuda", "cpu", "rocm", "missing"),
-         details=("torch_version", "torch_cuda", "index_url", "python_executable")),
+         details=("torch_version", "torch_cuda", "python_executable") + WHEEL_DETAILS),
     Fact("torch.version", "version", "installed torch version", ("python",),
          lambda facts, gpu: facts.torch().get("version")),
     Fact("torch.cuda_version", "version", "CUDA version torch was built for (torch.version.cuda)", ("python",),
          lambda facts, gpu: facts.torch().get("cuda")),
     Fact("cuda.compat", "enum", "whether the driver runs torch's CUDA build", ("nvml", "python"), _cuda_compat,
          values=("ok", "minor_version_compat", "driver_too_old"),
-         details=("torch_cuda", "driver_cuda", "driver_version", "required_driver", "compat_driver", "wheel_cuda",
-                  "index_url", "python_executable", "torch_version"),
+         details=("torch_cuda", "driver_cuda", "driver_version", "required_driver", "compat_driver",
+                  "python_executable", "torch_version") + WHEEL_DETAILS,
          implies=("nvml_ok", "torch_cuda")),
     # container
     Fact("container.require.unsatisfied", "list", "NVIDIA_REQUIRE_* variables the host does not satisfy",

@@ -1,0 +1,255 @@
+"""Which torch to install: computed from the wheel availability data (rules/knowledge/pytorch-wheels.toml).
+
+For a driver, the GPUs' compute capabilities and a Python version, ``choose``
+finds the newest torch that a PyTorch wheel index really holds for that
+Python, whose CUDA the driver runs (fully, or under minor-version
+compatibility) and whose wheels carry compiled kernels for every GPU. When
+nothing can run, it says why and what the way out is (upgrade the driver,
+the last torch for an old GPU, a newer Python), instead of naming an index
+that cannot work.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from preflight import knowledge
+
+Version = Tuple[int, int]
+INDEX = "https://download.pytorch.org/whl/"
+DATA_FILE = os.path.join("knowledge", "pytorch-wheels.toml")
+
+
+class Variant(NamedTuple):
+    tag: str  # cu126
+    cuda: Version
+    first: Version  # the first and last torch minor release the index holds
+    last: Version
+    archs: Tuple[Tuple[Version, Tuple[Version, ...]], ...]  # (from release, compute capabilities compiled)
+
+    def archs_for(self, torch: Version) -> Tuple[Version, ...]:
+        chosen: Tuple[Version, ...] = ()
+        for start, archs in self.archs:
+            if torch >= start:
+                chosen = archs
+        return chosen
+
+    def covers(self, torch: Version, ccs: Sequence[Version]) -> bool:
+        """Compiled kernels for every GPU: sm_XY runs on X.Z when Z >= Y (same major)."""
+        archs = self.archs_for(torch)
+        return all(any(arch[0] == cc[0] and arch[1] <= cc[1] for arch in archs) for cc in ccs)
+
+    @property
+    def index_url(self) -> str:
+        return INDEX + self.tag
+
+
+class Catalog(NamedTuple):
+    pythons: Dict[Version, Tuple[Version, Version]]  # torch minor -> (oldest, newest Python)
+    variants: Tuple[Variant, ...]
+
+    def releases(self, variant: Variant, python: Optional[Version]) -> List[Version]:
+        """The torch minor releases ``variant``'s index has for this Python (all of them when it is unknown)."""
+        return [torch for torch, (low, high) in sorted(self.pythons.items())
+                if variant.first <= torch <= variant.last and (python is None or low <= python <= high)]
+
+
+class Choice(NamedTuple):
+    """A torch to install: ``pins`` for pip and the index that holds them."""
+
+    variant: Variant
+    torch: Version
+    runs: str  # "fully", or "minor_version_compat" (a newer CUDA 12.x/13.x than the driver's, reduced features)
+    notes: Tuple[str, ...]
+
+    @property
+    def index_url(self) -> str:
+        return self.variant.index_url
+
+    @property
+    def torch_text(self) -> str:
+        return "%d.%d" % self.torch
+
+    @property
+    def pins(self) -> str:
+        """``'torch==2.14.*' 'torchvision==0.29.*'`` (torchvision 0.N pairs with torch 2.(N-15))."""
+        torchvision = "0.%d" % (self.torch[1] + 15) if self.torch[0] == 2 else None
+        if self.torch[0] == 1:
+            torchvision = "0.%d" % (self.torch[1] + 1)
+        return "'torch==%s.*' 'torchvision==%s.*'" % (self.torch_text, torchvision)
+
+
+class NoChoice(NamedTuple):
+    """Nothing installable runs here: why, and the way out."""
+
+    reason: str
+    way_out: str
+
+
+_catalog: Optional[Catalog] = None
+
+
+def catalog() -> Catalog:
+    global _catalog
+    if _catalog is None:
+        _catalog = _load()
+    return _catalog
+
+
+def _version(text: Any) -> Version:
+    parsed = knowledge.parse_major_minor(text)
+    if parsed is None:
+        raise ValueError("%r is not a version" % (text,))
+    return parsed
+
+
+def _load() -> Catalog:
+    from preflight import input_files
+    from preflight.cache import parsed_toml
+    from preflight.errors import PreflightError
+    from preflight.shipped import data_dir
+
+    path = os.path.join(data_dir(), DATA_FILE)
+    raw = input_files.read_bytes(path, "wheel data %s" % path, PreflightError)
+    data = parsed_toml(raw, input_files.parse_toml)
+    pythons = {_version(r["torch"]): (_version(r["python"][0]), _version(r["python"][1])) for r in data["release"]}
+    variants = tuple(
+        Variant(v["tag"], _version(v["cuda"]), _version(v["torch"][0]), _version(v["torch"][1]),
+                tuple((_version(a["from"]), tuple(_version(cc) for cc in a["sm"])) for a in v["archs"]))
+        for v in data["variant"])
+    return Catalog(pythons, variants)
+
+
+def driver_runs(variant: Variant, driver_version: Optional[str], driver_cuda: Optional[Version]) -> Optional[str]:
+    """"fully", "minor_version_compat" or None: whether a driver runs wheels built for ``variant.cuda``."""
+    if driver_cuda is None:
+        return None
+    if driver_cuda >= variant.cuda:
+        return "fully"
+    floor = knowledge.MINOR_VERSION_COMPAT_DRIVER.get(variant.cuda[0])
+    if floor and driver_cuda[0] == variant.cuda[0] and driver_version and _at_least(driver_version, floor):
+        return "minor_version_compat"
+    return None
+
+
+def _at_least(version: str, floor: str) -> bool:
+    def parts(text: str) -> Tuple[int, ...]:
+        return tuple(int(p) for p in text.split(".") if p.isdigit())
+    return parts(version) >= parts(floor)
+
+
+CURRENT_DRIVER = ("580.65.06", (13, 0))  # a current branch (R580): what "upgrade the driver" gives
+
+
+def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Sequence[Optional[str]] = (),
+           python: Optional[str] = None) -> "Choice | NoChoice":
+    """The newest torch that runs here. Unknown driver: a current branch (R580) is assumed."""
+    data = catalog()
+    gpus = [cc for cc in (knowledge.parse_major_minor(c) for c in ccs) if cc]
+    py = knowledge.parse_major_minor(python)
+    have = knowledge.parse_major_minor(driver_cuda)
+    if have is None:
+        driver_version, have = CURRENT_DRIVER
+    found = _search(data, driver_version, have, gpus, py)
+    newer_driver = _search(data, CURRENT_DRIVER[0], CURRENT_DRIVER[1], gpus, py)
+    any_python = _search(data, driver_version, have, gpus, None) if py is not None else None
+    if found is None:
+        return _nothing(data, driver_version, have, gpus, py, newer_driver, any_python)
+    variant, torch, runs = found
+    notes = []
+    if runs == "minor_version_compat":
+        notes.append("cu%d%d runs on this driver (CUDA %d.%d) only under minor-version compatibility, with a reduced "
+                     "feature set" % (variant.cuda + have))
+    if newer_driver and newer_driver[1] > torch:
+        notes.append("this driver limits torch to %d.%d; driver 580 or newer runs torch %d.%d" % (torch + newer_driver[1]))
+    if any_python and any_python[1] > torch:
+        newest = data.pythons[any_python[1]]
+        notes.append("torch %d.%d is the newest for Python %d.%d; torch %d.%d needs Python %d.%d to %d.%d"
+                     % (torch + py + any_python[1] + newest[0] + newest[1]))
+    if py is None:
+        oldest, newest = data.pythons[torch]
+        notes.append("torch %d.%d has wheels for Python %d.%d to %d.%d" % (torch + oldest + newest))
+    without_gpu = _search(data, driver_version, have, [], py)
+    if gpus and without_gpu and without_gpu[1] > torch:
+        notes.append("torch %d.%d is the last with kernels for compute capability %s"
+                     % (torch + (", ".join("%d.%d" % g for g in gpus),)))
+    return Choice(variant, torch, runs, tuple(notes))
+
+
+def _search(data: Catalog, driver_version: Optional[str], have: Version, gpus: List[Version],
+            python: Optional[Version]) -> Optional[Tuple[Variant, Version, str]]:
+    """(variant, torch, how the driver runs it): the newest torch first, then full support, then the newer CUDA."""
+    best: Optional[Tuple[Tuple[Version, int, Version], Tuple[Variant, Version, str]]] = None
+    for variant in data.variants:
+        runs = driver_runs(variant, driver_version, have)
+        if runs is None:
+            continue
+        for torch in reversed(data.releases(variant, python)):
+            if variant.covers(torch, gpus):
+                rank = (torch, 1 if runs == "fully" else 0, variant.cuda)
+                if best is None or rank > best[0]:
+                    best = (rank, (variant, torch, runs))
+                break
+    return best[1] if best else None
+
+
+def _nothing(data: Catalog, driver_version: Optional[str], have: Version, gpus: List[Version],
+             python: Optional[Version], newer_driver, any_python) -> NoChoice:
+    """Why no wheel runs, and the way out that would make one run."""
+    shown = ("driver %s (CUDA %d.%d)" % ((driver_version,) + have) if driver_version
+             else "a driver that supports CUDA %d.%d at most" % have)
+    if newer_driver is not None:
+        old_gpu = gpus and min(gpus) < (7, 5)
+        which = " and ".join(w for w, known in (("this GPU", gpus), ("Python %s" % ".".join(map(str, python or ())),
+                                                                  python)) if known)
+        return NoChoice("no PyTorch wheel%s runs on %s" % (" for " + which if which else "", shown),
+                        "upgrade the NVIDIA driver to the 580 branch%s; then torch %d.%d (%s) runs"
+                        % (" (the last branch for GPUs older than Turing)" if old_gpu else " or newer",
+                           newer_driver[1][0], newer_driver[1][1], newer_driver[0].tag))
+    if any_python is not None:
+        needs = data.pythons[any_python[1]]
+        return NoChoice("no torch wheel that runs here is built for Python %d.%d" % python,
+                        "use Python %d.%d to %d.%d, for torch %d.%d (%s)"
+                        % (needs[0] + needs[1] + any_python[1] + (any_python[0].tag,)))
+    for cc in gpus:
+        if not any(v.covers(t, [cc]) for v in data.variants for t in data.releases(v, None)):
+            return NoChoice("no PyTorch wheel has kernels for compute capability %d.%d" % cc,
+                            "run on a GPU of compute capability 5.0 or newer, or on the CPU")
+    return NoChoice("no PyTorch wheel runs on %s with this GPU and Python" % shown,
+                    "upgrade the NVIDIA driver to the 580 branch and use Python 3.10 or newer")
+
+
+def newest_release() -> Version:
+    return max(catalog().pythons)
+
+
+def available(tag: str, torch: Optional[Version], python: Optional[Version]) -> bool:
+    """Whether index ``tag`` holds torch ``torch`` (a minor release; None: any) for ``python`` (None: any)."""
+    data = catalog()
+    for variant in data.variants:
+        if variant.tag == tag:
+            releases = data.releases(variant, python)
+            return bool(releases) if torch is None else torch in releases
+    return False
+
+
+def fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Sequence[Optional[str]] = (),
+               python: Optional[str] = None) -> Dict[str, Optional[str]]:
+    """The values fixes use to name a torch to install ({torch_pins}, {index_url}, ...), or, when nothing can
+    run here, {no_wheel} with the way out and None for the rest (so no fix names an index that cannot work)."""
+    cuda = knowledge.parse_major_minor(driver_cuda)
+    if driver_version is None and cuda in knowledge.CUDA_MIN_DRIVER:
+        # Only the CUDA version is known (a log's "found version 11040"): the oldest driver that reports it.
+        driver_version = knowledge.CUDA_MIN_DRIVER[cuda]
+    found = choose(driver_version, driver_cuda, ccs, python)
+    if isinstance(found, NoChoice):
+        return {"no_wheel": "%s: %s." % (found.reason[0].upper() + found.reason[1:], found.way_out),
+                "index_url": None, "arch_index_url": None, "torch_pins": None, "wheel_cuda": None,
+                "wheel_torch": None, "wheel_tag": None, "wheel_runs": None, "wheel_note": None}
+    return {
+        "no_wheel": None, "index_url": found.index_url, "arch_index_url": found.index_url, "torch_pins": found.pins,
+        "wheel_cuda": "%d.%d" % found.variant.cuda, "wheel_torch": found.torch_text, "wheel_tag": found.variant.tag,
+        "wheel_runs": "fully" if found.runs == "fully" else "under minor-version compatibility",
+        "wheel_note": "; ".join(found.notes) + "." if found.notes else None,
+    }
