@@ -127,6 +127,42 @@ def test_look_alikes_are_not_failures(innocent):
     assert found_ids(innocent + "\n")[0] == []
 
 
+@pytest.mark.parametrize("text, expected", [
+    # A terminal or a forum wrapped the message over two lines.
+    ("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
+     "RuntimeError: DataLoader worker (pid 4211) is killed by signal: Bus\nerror. It is possible that dataloader's "
+     "workers are out of shared memory.\n", "dataloader.shm_bus_error"),
+    ("docker: Error response from daemon: failed to create task for container: nvidia-container-cli: requirement "
+     "error: unsatisfied condi\ntion: cuda>=12.8, please update your driver to a newer version\n",
+     "container.requirement_unsatisfied"),
+    ("RuntimeError: CUDA driver version is insufficient for CUDA\nruntime version\n", "cuda.driver_too_old"),
+    # Typographic quotes from a forum, and markdown emphasis around a pasted line.
+    ("ModuleNotFoundError: No module named \u2018IPython\u2019\n", "module.missing"),
+    ("**RuntimeError: CUDA out of memory. Tried to allocate `20.00 MiB` (GPU 0; 11.17 GiB total capacity)**\n",
+     "cuda.oom"),
+    # Case as another tool prints it.
+    ("nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown\n",
+     "nvml.driver_library_mismatch"),
+    # Prefixes: ranks, glog, timestamps.
+    ("[rank3]: RuntimeError: CUDA error: out of memory\n", "cuda.oom"),
+    ("E1130 10:02:11.123456 140211 ProcessGroupNCCL.cpp:825] NCCL error: unhandled system error, NCCL version 2.21.5\n",
+     "nccl.system_error"),
+    ("2026-11-30T10:02:11.123Z ERROR RuntimeError: Found no NVIDIA driver on your system. Please check that you have "
+     "an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx\n", "nvidia.no_driver"),
+])
+def test_real_text_varies(text, expected):
+    ids, report = found_ids(text)
+    assert ids[:1] == [expected], ids
+
+
+def test_a_wrapped_message_keeps_its_line_number_and_values():
+    text = "epoch 1\nepoch 2\nRuntimeError: The NVIDIA driver on your system is too old (found version 11\n040).\n"
+    _, report = diagnose_json(text, "--no-facts")
+    match = report["matches"][0]
+    assert match["id"] == "cuda.driver_too_old" and match["line"] == 3
+    assert "the failed run's driver supports CUDA 11.4" in match["context"]
+
+
 def test_a_pinned_torch_that_never_existed_names_its_requirement():
     code, report = diagnose_json("ERROR: No matching distribution found for torch==1.10.0+cu121\n", "--no-facts")
     match = report["matches"][0]

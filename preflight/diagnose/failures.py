@@ -22,7 +22,9 @@ A ``[[failure]]`` entry (rules/failures/*.toml, or a user's --rules file)::
 Every pattern has a literal ``anchor`` that any matching line contains; the
 scanner looks for anchors in raw bytes and runs the regex only on those lines.
 Named groups become template values (``(?P<gpu_sm>sm_\\d+)`` fills
-``{gpu_sm}``).
+``{gpu_sm}``). Matching ignores case (tools print the same message in either:
+``nvml error: driver/library version mismatch``), typographic quotes (a forum
+turns ``couldn't`` into ``couldn‘t``) and markdown emphasis around a pasted line.
 """
 
 from __future__ import annotations
@@ -38,13 +40,41 @@ from preflight.facts.registry import REGISTRY
 
 _KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",
          "defaults", "examples", "source"}
+# Typographic quotes and markdown emphasis, as pasted logs carry them: (text, replacement).
+_TYPOGRAPHY = (("\u2018", "'"), ("\u2019", "'"), ("\u201a", "'"), ("\u201b", "'"), ("\u2032", "'"),
+               ("\u201c", '"'), ("\u201d", '"'), ("\u201e", '"'), ("**", ""), ("`", ""))
+
+
+def normalize(text: str) -> str:
+    """The text as patterns see it: straight quotes, no markdown emphasis (case is ignored separately)."""
+    for old, new in _TYPOGRAPHY:
+        if old in text:
+            text = text.replace(old, new)
+    return text
+
+
+def normalize_bytes(data: bytes) -> bytes:
+    """``normalize`` for raw UTF-8 bytes (the scanner's chunks)."""
+    for old, new in _TYPOGRAPHY:
+        encoded = old.encode("utf-8")
+        if encoded in data:
+            data = data.replace(encoded, new.encode("utf-8"))
+    return data
+
+
 class Pattern(NamedTuple):
     anchor: str
     regex: Optional["re.Pattern[str]"]
 
+    @property
+    def key(self) -> str:
+        """The anchor as the scanner looks for it: normalized, lower case."""
+        return normalize(self.anchor).lower()
+
     def match(self, line: str) -> Optional[Dict[str, str]]:
         """The named groups when ``line`` matches (empty for a literal), else None."""
-        if self.anchor not in line:
+        line = normalize(line)
+        if self.key not in line.lower():
             return None
         if self.regex is None:
             return {}
@@ -109,7 +139,7 @@ def _pattern(entry: EntryReader, raw: Any, index: int) -> Pattern:
     if not isinstance(regex, str):
         raise entry.error("%s: 'regex' must be a string" % where)
     try:
-        compiled = re.compile(regex)
+        compiled = re.compile(normalize(regex), re.IGNORECASE)
     except (re.error, RecursionError, OverflowError) as exc:
         raise entry.error("%s: %r is not a valid regular expression: %s" % (where, regex, exc))
     from preflight.engine.regex_safety import problem

@@ -19,7 +19,7 @@ import re
 from collections import deque
 from typing import BinaryIO, Deque, Dict, List, Optional, Tuple
 
-from preflight.diagnose.failures import Failure
+from preflight.diagnose.failures import Failure, normalize_bytes
 
 CHUNK = 4 << 20
 MAX_LINE = 64 << 10     # longer lines are only looked at around a match
@@ -39,7 +39,7 @@ def clean(raw: bytes, anchor: Optional[str] = None) -> str:
     if "\r" in text:
         segments = [s for s in text.split("\r") if s.strip()]
         if anchor:
-            holding = [s for s in segments if anchor in s]
+            holding = [s for s in segments if anchor in s.lower()]
             segments = holding or segments
         text = segments[-1] if segments else ""
     return text.replace("\x00", "")
@@ -80,11 +80,14 @@ def _shorten(text: str) -> str:
 
 
 class Scanner:
+    """Anchors are looked for in a normalized, lower-cased copy of each chunk (same length as the normalized
+    chunk, since bytes.lower() changes ASCII only); lines are cut from the normalized chunk."""
+
     def __init__(self, failures: List[Failure]) -> None:
         self.by_anchor: Dict[bytes, List[Tuple[Failure, object]]] = {}
         for failure in failures:
             for pattern in failure.patterns:
-                self.by_anchor.setdefault(pattern.anchor.encode("utf-8"), []).append((failure, pattern))
+                self.by_anchor.setdefault(pattern.key.encode("utf-8"), []).append((failure, pattern))
         anchors = sorted(self.by_anchor, key=len, reverse=True)
         self.anchors = re.compile(b"|".join(re.escape(a) for a in anchors)) if anchors else None
         self.overlap = max((len(a) for a in anchors), default=1)
@@ -107,7 +110,7 @@ class Scanner:
                 dropped = tail.popleft()
                 tail_size -= len(dropped)
                 tail_lines_dropped += dropped.count(b"\n")
-            buffer += chunk
+            buffer += normalize_bytes(chunk)
             cut = buffer.rfind(b"\n")
             if cut == -1:
                 if len(buffer) > MAX_LINE:
@@ -126,16 +129,45 @@ class Scanner:
         first_newline = joined.find(b"\n") if tail_lines_dropped else -1
         result.tail = joined[first_newline + 1:] if tail_lines_dropped else joined
         result.tail_first_line = tail_lines_dropped + (2 if tail_lines_dropped else 1)
+        self._search_unwrapped(result)
         return result
+
+    def _search_unwrapped(self, result: ScanResult) -> None:
+        """Messages a terminal or a forum wrapped over two lines ("Bus" / "error", "unsatisfied condi" / "tion"):
+        the end of the log, joined both without and with a space at each line break, searched for the
+        failures not found yet. The end is where a crash speaks, and it keeps this pass bounded."""
+        if self.anchors is None or not result.tail:
+            return
+        text = normalize_bytes(result.tail).replace(b"\r\n", b"\n")
+        breaks = [i for i, byte in enumerate(text) if byte == 10]
+        if not breaks:
+            return
+        import bisect
+
+        shifted = [position - count for count, position in enumerate(breaks)]  # where each break was, joined
+        for glue in (b"", b" "):
+            joined = text.replace(b"\n", glue)
+            for found in self.anchors.finditer(joined.lower()):
+                candidates = [c for c in self.by_anchor[found.group(0)] if c[0].id not in result.hits]
+                if not candidates:
+                    continue
+                original = found.start() + (bisect.bisect_right(shifted, found.start()) if not glue else 0)
+                line = result.tail_first_line + bisect.bisect_left(breaks, original)
+                window = clean(joined[max(0, found.start() - WINDOW // 4):found.end() + WINDOW // 4])
+                for failure, pattern in candidates:
+                    groups = pattern.match(window)
+                    if groups is not None and failure.id not in result.hits:
+                        result.hits[failure.id] = Hit(failure, line, _shorten(window.strip()), groups)
 
     def _search(self, buffer: bytes, end: int, line_base: int, result: ScanResult) -> None:
         if self.anchors is None:
             return
+        lowered = buffer.lower()
         position = 0
         counted_to, line = 0, line_base
         while True:
             # Matches must *start* before ``end``; the bytes after it are looked at again next time.
-            found = self.anchors.search(buffer, position)
+            found = self.anchors.search(lowered, position)
             if found is None or found.start() >= end:
                 return
             start = buffer.rfind(b"\n", 0, found.start()) + 1
@@ -153,13 +185,13 @@ class Scanner:
                 position = max(found.end(), stop - WINDOW // 2)
             else:
                 position = stop + 1
-            self._match_line(buffer[start:stop], line, result)
+            self._match_line(buffer[start:stop], lowered[start:stop], line, result)
             if position >= end:
                 return
 
-    def _match_line(self, raw: bytes, line: int, result: ScanResult) -> None:
+    def _match_line(self, raw: bytes, lowered: bytes, line: int, result: ScanResult) -> None:
         for anchor, candidates in self.by_anchor.items():
-            if anchor not in raw:
+            if anchor not in lowered:
                 continue
             text = clean(raw, anchor.decode("utf-8"))
             for failure, pattern in candidates:
