@@ -202,7 +202,9 @@ def _wheel(facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Dict[st
 
 def _torch_build(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     torch = facts.torch()
-    return derived.torch_build(torch), dict(_wheel(facts), **{
+    build = derived.torch_build(torch)
+    # Which torch to install matters only when this one is not a CUDA build (it costs start-up time otherwise).
+    return build, dict(_wheel(facts) if build != "cuda" else {}, **{
         "torch_version": torch.get("version") or "(not installed)",
         "torch_cuda": torch.get("cuda") or "none",
         "python_executable": _python_executable(facts),
@@ -218,7 +220,8 @@ def _cuda_compat(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
                       % (nvml.get("cuda_driver_version"), torch.get("cuda")))
     details["python_executable"] = _python_executable(facts)
     details["torch_version"] = torch.get("version") or "(not installed)"
-    details.update(_wheel(facts))
+    if value != "ok":
+        details.update(_wheel(facts))
     return value, details
 
 
@@ -238,10 +241,11 @@ def _torch_kernels(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
                                            compat == "minor_version_compat")
     if value == "unknown":
         raise Unknown("NVML gave no compute capability for GPU %s" % (gpu or {}).get("index"))
-    wheel = _wheel(facts, gpu)
+    wheel = _wheel(facts, gpu) if value not in ("sass", "ptx") else {}
     details.update(_gpu_details(gpu), torch_version=facts.torch().get("version") or "?",
-                   arch_index_url=wheel["index_url"], torch_pins=wheel["torch_pins"], no_wheel=wheel["no_wheel"],
-                   wheel_note=wheel["wheel_note"], python_executable=_python_executable(facts))
+                   arch_index_url=wheel.get("index_url"), torch_pins=wheel.get("torch_pins"),
+                   no_wheel=wheel.get("no_wheel"), wheel_note=wheel.get("wheel_note"),
+                   python_executable=_python_executable(facts))
     return value, details
 
 
