@@ -486,3 +486,73 @@ def test_unsafe_regexes_in_rule_files_are_refused(tmp_path):
                         nvml_fixture("h200-driver580.json"))
     assert completed.returncode == 2 and "can take exponential time" in completed.stderr, completed.stderr
     assert time.monotonic() - started < 10
+
+
+# --- values from the log itself, follow-ups, and out-of-memory advice ------------------------------------
+
+BANNER_5090 = "YOLO \U0001F680 v0.1-104-g5b1ea9a Python-3.10.12 torch-2.5.1+cu124 CUDA:0 (NVIDIA GeForce RTX 5090, 32607MiB)\n"
+ARGS = ("train_dual: weights=, cfg=models/detect/yolov9-c.yaml, data=data/coco.yaml, hyp=hyp.scratch-high.yaml, "
+        "epochs=500, batch_size=%s, imgsz=640, rect=False, device=%s, workers=8\n")
+
+
+def test_the_logs_own_run_fills_the_fix_when_this_machine_is_another():
+    log = BANNER_5090 + ARGS % (16, 0) + "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+    _, report = diagnose_json(log, "--nvml-fixture", nvml_fixture("h200-driver580.json"))
+    assert report["from_log"]["gpu_name"] == "NVIDIA GeForce RTX 5090" and report["from_log"]["python"] == "3.10"
+    assert any("is not where the log ran (NVIDIA GeForce RTX 5090)" in note for note in report["notes"])
+    fix = report["matches"][0]["fix"]
+    # The log's Python 3.10, driver unknown (a current one assumed) and sm_120: cu130's newest torch.
+    wanted = torch_wheels.choose(None, None, ["12.0"], "3.10")
+    assert fix["commands"][-1] == "python -m pip install %s --index-url %s" % (wanted.pins, wanted.index_url)
+    assert fix["steps"][0].startswith("torch 2.5.1+cu124 has no kernels for NVIDIA GeForce RTX 5090 (compute capability 12.0)")
+
+
+def test_nvidia_smi_in_the_log_gives_the_driver():
+    log = ("| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |\n"
+           "RuntimeError: CUDA driver version is insufficient for CUDA runtime version\n")
+    _, report = diagnose_json(log, "--no-facts")
+    fix = report["matches"][0]["fix"]
+    wanted = torch_wheels.choose("535.104.05", "12.2", [], None)
+    assert any("%s --index-url %s" % (wanted.pins, wanted.index_url) in c for c in fix["commands"]), fix
+    assert "driver 535.104.05 (CUDA 12.2)" in report["notes"][0]
+
+
+@pytest.mark.parametrize("log, first, explained", [
+    ("Successfully installed torch-2.1.0+cpu torchvision-0.16.0+cpu\n"
+     "AssertionError: Invalid CUDA '--device 0' requested, use '--device cpu' or pass valid CUDA device(s)\n",
+     "torch.cpu_only_run", "cuda.invalid_device"),
+    ("UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 11040).\n"
+     "AssertionError: Invalid CUDA '--device 0' requested, use '--device cpu' or pass valid CUDA device(s)\n",
+     "cuda.driver_too_old", "cuda.invalid_device"),
+    ("AssertionError: Torch not compiled with CUDA enabled\nRuntimeError: No CUDA GPUs are available\n",
+     "torch.cpu_build", "cuda.no_gpu_visible"),
+])
+def test_follow_ups_are_explained_by_their_root_cause(log, first, explained):
+    ids, _ = found_ids(log)
+    assert ids == [first], ids
+    _, report = diagnose_json(log, "--no-facts")
+    assert [e["id"] for e in report["matches"][0]["explains"]] == [explained]
+
+
+def test_a_cpu_torch_alone_is_not_a_problem():
+    assert found_ids("torch version: 2.1.0+cpu\nEpoch 1/10 done\n")[0] == []
+
+
+def test_out_of_memory_advice_uses_the_capacity_model():
+    banner = "YOLO v0.1 Python-3.10.12 torch-2.5.1+cu124 CUDA:0 (NVIDIA GeForce RTX 3060, 12042MiB)\n"
+    oom = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 11.76 GiB total capacity)\n"
+    _, report = diagnose_json(banner + ARGS % (32, 0) + oom, "--no-facts")
+    fix = report["matches"][0]["fix"]
+    assert fix["steps"][0].startswith("At --img 640, yolov9-c fits about ") and "in 12042 MiB" in fix["steps"][0]
+    fit = int(fix["steps"][0].split("fits about ")[1].split()[0])
+    assert 1 <= fit < 32
+    assert not any("torchrun" in c for c in fix["commands"])  # one GPU: never spread over N
+    assert "preflight plan --workload yolov9-c --img 640" in fix["commands"]
+    # A run over two GPUs may be told to spread the batch.
+    _, report = diagnose_json(banner + ARGS % (32, "0,1") + oom, "--no-facts")
+    assert any(c.startswith("torchrun --nproc_per_node 2 ") and "--device 0,1" in c
+               for c in report["matches"][0]["fix"]["commands"])
+    # Nothing known about the run: the generic advice, and still no torchrun.
+    _, report = diagnose_json(oom, "--no-facts")
+    fix = report["matches"][0]["fix"]
+    assert fix["steps"][0].startswith("Lower the batch size") and not any("torchrun" in c for c in fix["commands"])

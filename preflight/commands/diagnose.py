@@ -53,10 +53,10 @@ def run(path: str, options: CheckOptions, use_facts: bool = True, warn: common.W
     from preflight.diagnose import diagnosis
     from preflight.diagnose.scan import scan
 
-    ruleset = common.load_rules(options.rules_paths, warn, failures=True)
+    ruleset = common.load_rules(options.rules_paths, warn, failures=True, capacity=True)
     stream = open_log(path)
     try:
-        result = scan(stream, list(ruleset.failures.values()))
+        result = scan(stream, list(ruleset.failures.values()), clues=list(ruleset.clues.values()))
     except (EOFError, zlib.error) as exc:  # a damaged or truncated .gz
         raise _not_gzip(path, exc)
     except OSError as exc:  # a read error, or a damaged .gz
@@ -74,8 +74,8 @@ def run(path: str, options: CheckOptions, use_facts: bool = True, warn: common.W
             rules = [ruleset.rules[r].resolve(options.profile) for f in found for r in f.failure.rules
                      if r in ruleset.rules]
             snapshot, facts_source = common.snapshot(options, probes, selection.required_packages(rules))
-    diagnosis.complete(found, ruleset, snapshot, options.profile)
-    return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source)
+    notes = diagnosis.complete(found, ruleset, snapshot, options.profile, result)
+    return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source, notes)
 
 
 def main(path: str, options: CheckOptions, use_facts: bool, shown: OutputOptions, warn: common.Warn = None) -> int:

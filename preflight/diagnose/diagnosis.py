@@ -65,11 +65,13 @@ class Finding:
 
 
 class Diagnosis:
-    def __init__(self, source: str, scan: ScanResult, findings: List[Finding], facts_source: Optional[str]) -> None:
+    def __init__(self, source: str, scan: ScanResult, findings: List[Finding], facts_source: Optional[str],
+                 notes: Optional[List[str]] = None) -> None:
         self.source = source
         self.scan = scan
         self.findings = findings
         self.facts_source = facts_source
+        self.notes = notes or []  # where the values came from: the log's own run, this machine
 
     @property
     def exit_code(self) -> int:
@@ -83,13 +85,16 @@ class Diagnosis:
             "bytes": self.scan.bytes,
             "recognised": bool(self.findings),
             "facts_source": self.facts_source,
+            "from_log": dict(self.scan.values),
+            "notes": self.notes,
             "matches": [finding.to_json() for finding in self.findings],
             "last_error_lines": [{"line": n, "text": t} for n, t in self.scan.error_lines()] if not self.findings else [],
         }
 
 
 def findings(scan: ScanResult) -> List[Finding]:
-    hits = scan.hits
+    hits = {failure_id: hit for failure_id, hit in scan.hits.items()
+            if not hit.failure.only_with or any(other in scan.hits for other in hit.failure.only_with)}
     explained = {other for hit in hits.values() for other in hit.failure.supersedes if other in hits}
     result = [Finding(hit, [hits[o] for o in hit.failure.supersedes if o in hits])
               for failure_id, hit in hits.items() if failure_id not in explained]
@@ -156,25 +161,97 @@ def _fact_values(failure: Failure, facts: SnapshotView, cuda_device: Optional[st
     return [dict(system, **values) for _, values in sorted(per_gpu.items())]
 
 
-def _derived(groups: Dict[str, str], ruleset: RuleSet) -> Dict[str, str]:
-    """Values the log implies: the driver's CUDA, the wheels that fit it and the GPU, a module's pip name."""
+# What a log's clues say, by the names fixes and context use for this machine's facts.
+_RUN_AS_FACTS = {"torch_version": "torch_version", "driver_version": "driver_version", "driver_cuda": "driver_cuda",
+                 "gpu_name": "gpu_name", "python": "python_version"}
+
+
+def run_values(scan: ScanResult, ruleset: RuleSet) -> Dict[str, str]:
+    """The log's own run (its clues) as template values: run_<name>, and the GPU's compute capability when
+    the GPU catalog knows its name."""
+    values = {RUN_PREFIX + name: value for name, value in scan.values.items()}
+    gpu = _catalog_gpu(ruleset, scan.values.get("gpu_name"), scan.values.get("gpu_mib"))
+    if gpu is not None:
+        values["run_compute_capability"] = gpu.compute_capability
+    return values
+
+
+def _catalog_gpu(ruleset: RuleSet, name: Optional[str], mib: Optional[str]):
+    """The catalog GPU a log's GPU name names ("NVIDIA GeForce RTX 3060" -> GeForce RTX 3060 12GB)."""
+    if not name:
+        return None
+    words = set(name.lower().replace("nvidia", " ").replace("-", " ").split())
+    found = []
+    for gpu in ruleset.gpus.values():
+        model = [w for w in gpu.name.lower().replace("-", " ").split() if not w.endswith("gb")]
+        if model and set(model) <= words:
+            found.append(gpu)
+    if mib and mib.isdigit() and len(found) > 1:
+        found.sort(key=lambda g: abs(g.memory_mib - int(mib)))
+    return found[0] if found else None
+
+
+def _same_machine(run: Dict[str, str], facts: Optional[SnapshotView]) -> bool:
+    """Whether this machine's facts describe the log's run: its GPU, where the log names one."""
+    name = run.get(RUN_PREFIX + "gpu_name")
+    if facts is None or not name:
+        return facts is not None
+    try:
+        names = [(gpu.get("name") or "").lower() for gpu in facts.section("nvml").get("gpus") or []]
+    except Unknown:
+        return False
+    return any(n and (n in name.lower() or name.lower() in n) for n in names)
+
+
+def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """Values the log implies: the driver's CUDA, the torch that fits it and the GPU, a module's pip name."""
+    from preflight import torch_wheels
     from preflight.facts import derived
 
-    from preflight import torch_wheels
-
+    run = run or {}
     values: Dict[str, str] = {}
     code = groups.get("driver_cuda_code")
-    driver_cuda = knowledge.cuda_from_nvml(int(code)) if code and code.isdigit() else None
+    driver_cuda = knowledge.cuda_from_nvml(int(code)) if code and code.isdigit() else run.get("run_driver_cuda")
     sm = derived.parse_arch_flag(groups.get("gpu_sm", ""))
-    cc = "%d.%d" % sm[1] if sm else None
+    cc = "%d.%d" % sm[1] if sm else run.get("run_compute_capability")
     if driver_cuda or cc:
-        wheel = torch_wheels.fix_values(None, driver_cuda, [cc] if cc else [], None)
+        wheel = torch_wheels.fix_values(run.get("run_driver_version"), driver_cuda, [cc] if cc else [],
+                                        run.get("run_python"))
         values.update((k, v) for k, v in wheel.items() if v is not None)
         if driver_cuda:
             values.update(driver_cuda=driver_cuda, run_driver_cuda=driver_cuda)
+    values.update(_oom_values(ruleset, run))
     module = groups.get("missing")
     if module:
         values["missing_pip"] = _pip_name(module.split(".")[0], ruleset)
+    return values
+
+
+def _oom_values(ruleset: RuleSet, run: Dict[str, str]) -> Dict[str, str]:
+    """For an out-of-memory run whose log names its model, batch and GPU: the largest batch that fits, from the
+    capacity model ({fit_batch}, {fit_workload}, ...), and a torchrun line only where the run had several GPUs."""
+    import os
+
+    from preflight.capacity import estimate
+
+    values: Dict[str, str] = {}
+    devices = [d for d in (run.get("run_device") or "").split(",") if d.strip().isdigit()]
+    if len(devices) > 1:
+        values.update(gpu_count=str(len(devices)), device_list=",".join(devices))
+    cfg, mib = run.get("run_cfg"), run.get("run_gpu_mib")
+    workload = os.path.splitext(os.path.basename(cfg))[0] if cfg else None
+    if not workload or workload not in ruleset.workloads or not (mib and mib.isdigit()):
+        return values
+    imgsz = int(run.get("run_imgsz") or 640)
+    try:
+        request = estimate.make_request(ruleset.workloads, workload, "train", "amp", None, imgsz)
+    except Exception:  # an image size or workload the model cannot size: no number rather than a wrong one
+        return values
+    available = int(int(mib) * (1 << 20) * (1 - estimate.CATALOG_RESERVED))
+    fit = estimate.max_batch(request, available)
+    values.update(fit_workload=workload, fit_imgsz=str(request["imgsz"]), fit_gpu_mib=mib)
+    if fit >= 1:
+        values["fit_batch"] = str(fit)
     return values
 
 
@@ -195,15 +272,28 @@ def _related_checks(failure: Failure, ruleset: RuleSet, snapshot, profile: str) 
     return [r for r in evaluate(rules, snapshot) if r.status != "skip"]
 
 
-def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], profile: str = "train") -> None:
-    """Fill in each finding's context, fix and related check results."""
+def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], profile: str = "train",
+             scan: Optional[ScanResult] = None) -> List[str]:
+    """Fill in each finding's context, fix and related check results; returns notes on where values came from.
+
+    The log's own run (its clues) fills what this machine's facts do not know, and overrides them when the
+    facts belong to another machine (the log names another GPU): a log is often read far from where it ran.
+    """
     facts = SnapshotView(snapshot) if snapshot is not None else None
+    run = run_values(scan, ruleset) if scan is not None else {}
+    same = _same_machine(run, facts)
+    run_plain = {plain: run[RUN_PREFIX + name] for name, plain in _RUN_AS_FACTS.items() if RUN_PREFIX + name in run}
+    notes = _notes(run, facts, same, snapshot)
+    if facts is not None and not same:
+        facts = None  # this machine is not where the log ran: its facts would mislead
+        for finding in found:
+            finding.checks = []
     for finding in found:
         failure = finding.failure
         groups = finding.hit.groups
-        value_sets: List[Dict[str, Any]] = [{}]
+        value_sets: List[Dict[str, Any]] = [dict(run_plain)]
         if facts is not None:
-            value_sets = _fact_values(failure, facts, groups.get("cuda_device"))
+            value_sets = [dict(run_plain, **values) for values in _fact_values(failure, facts, groups.get("cuda_device"))]
             finding.checks = _related_checks(failure, ruleset, snapshot, profile)
         from_checks: Dict[str, Any] = {}
         for result in sorted(finding.checks, key=lambda r: r.status == "pass"):  # failing checks speak first
@@ -212,7 +302,8 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
         # Weakest first: generic defaults, what the log implies, this machine's facts, the related
         # checks, the entry's fixed values, and what the log line says.
         base = dict(GENERIC_DEFAULTS, **failure.defaults)
-        base.update(_derived(groups, ruleset))
+        base.update(_derived(groups, ruleset, run))
+        base.update(run)
         from_log = dict(groups)
         from_log.update((RUN_PREFIX + name, value) for name, value in groups.items())
         merged_sets = []
@@ -228,3 +319,22 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
                     context.append(line)
         finding.context = context
         finding.fix = failure.fix.render(merged_sets[0], TITLE_WORDS)
+    return notes
+
+
+def _notes(run: Dict[str, str], facts: Optional[SnapshotView], same: bool, snapshot) -> List[str]:
+    said = []
+    for name, words in (("torch_version", "torch %s"), ("python", "Python %s"), ("gpu_name", "%s"),
+                        ("gpu_mib", "(%s MiB)"), ("driver_version", "driver %s"), ("driver_cuda", "(CUDA %s)"),
+                        ("cfg", "cfg %s"), ("batch", "batch %s"), ("imgsz", "img %s"), ("device", "device %s")):
+        if RUN_PREFIX + name in run:
+            said.append(words % run[RUN_PREFIX + name])
+    notes = ["the log's run: %s" % " ".join(said)] if said else []
+    if facts is not None and not same:
+        try:
+            here = ", ".join(g.get("name") or "?" for g in facts.section("nvml").get("gpus") or []) or "no GPU"
+        except Unknown:
+            here = "unknown GPUs"
+        notes.append("this machine (%s) is not where the log ran (%s): its facts are not used"
+                     % (here, run.get(RUN_PREFIX + "gpu_name")))
+    return notes

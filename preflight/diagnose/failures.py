@@ -15,9 +15,15 @@ A ``[[failure]]`` entry (rules/failures/*.toml, or a user's --rules file)::
     facts = ["gpu.memory.total"]           # facts that make the fix concrete
     context = ["{gpu_name}: {gpu_memory_total} total"]   # lines shown when every name is known
     supersedes = ["dataloader.worker_exited"]            # generic follow-ups this explains
+    only_with = ["cuda.invalid_device"]                  # a clue that is a problem only beside one of these
     set = { missing_pip = "'setuptools<82'" }            # fixed template values (override facts)
     defaults = { index_url = "..." }                      # used only when nothing better is known
     examples = ["..."]                     # real messages it must recognise (the tests replay them)
+
+A ``[[clue]]`` is not a problem but something a log says about its run (the
+YOLO banner's torch, Python and GPU; the training arguments; an nvidia-smi
+header): ``id``, ``patterns`` whose named groups are the values
+(``run_<name>`` in fixes and context), ``source`` and ``examples``.
 
 Every pattern has a literal ``anchor`` that any matching line contains; the
 scanner looks for anchors in raw bytes and runs the regex only on those lines.
@@ -39,7 +45,7 @@ from preflight.engine.placeholders import RUN_PREFIX, all_placeholders
 from preflight.facts.registry import REGISTRY
 
 _KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",
-         "defaults", "examples", "source"}
+         "defaults", "examples", "source", "only_with"}
 # Typographic quotes and markdown emphasis, as pasted logs carry them: (text, replacement).
 _TYPOGRAPHY = (("\u2018", "'"), ("\u2019", "'"), ("\u201a", "'"), ("\u201b", "'"), ("\u2032", "'"),
                ("\u201c", '"'), ("\u201d", '"'), ("\u201e", '"'), ("**", ""), ("`", ""))
@@ -100,6 +106,7 @@ class Failure(NamedTuple):
     examples: List[str]
     source: str
     origin: str
+    only_with: List[str] = []  # reported only when one of these failures is also in the log
 
     def link(self, ruleset: RuleSet) -> None:
         """Check references to other entries once every file is loaded."""
@@ -114,10 +121,11 @@ class Failure(NamedTuple):
         if self.id in ruleset.rules:
             raise RuleFileError(self.origin, "failure id '%s' is also a rule id; ids must be unique" % self.id, self.id,
                                 kind="failure")
-        for other in self.supersedes:
-            if other not in ruleset.failures:
-                raise RuleFileError(self.origin, "'supersedes' names '%s', which is not a failure%s"
-                                    % (other, close_matches(other, ruleset.failures)), self.id, kind="failure")
+        for key, others in (("supersedes", self.supersedes), ("only_with", self.only_with)):
+            for other in others:
+                if other not in ruleset.failures:
+                    raise RuleFileError(self.origin, "'%s' names '%s', which is not a failure%s"
+                                        % (key, other, close_matches(other, ruleset.failures)), self.id, kind="failure")
 
 
 def _pattern(entry: EntryReader, raw: Any, index: int) -> Pattern:
@@ -182,4 +190,46 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Failure:
     examples = entry.string_list("examples")
     return Failure(entry.entry_id, entry.string("title", required=True), optional_int(entry, "priority", 50, 0, 100),
                    patterns, cause, fix, entry.string_list("rules"), facts, context, entry.string_list("supersedes"),
-                   dict(values), dict(defaults), examples, entry.string("source"), path)
+                   dict(values), dict(defaults), examples, entry.string("source"), path, entry.string_list("only_with"))
+
+
+# What a clue may capture: the run's own values, as templates see them with the run_ prefix.
+CLUE_VALUES = {
+    "python": "the run's Python version (YOLO banner)",
+    "torch_version": "the run's torch (YOLO banner, a printed torch.__version__)",
+    "gpu_name": "the run's GPU (YOLO banner, nvidia-smi)",
+    "gpu_mib": "the run's GPU memory in MiB (YOLO banner)",
+    "gpu_count": "how many GPUs the run used (YOLO banner lines)",
+    "cfg": "the model config the run trained (train_dual.py arguments)",
+    "batch": "the batch size the run asked for",
+    "imgsz": "the image size the run asked for",
+    "device": "the --device the run asked for",
+    "driver_version": "the driver version (nvidia-smi header)",
+    "driver_cuda": "the newest CUDA the driver supports (nvidia-smi header)",
+}
+
+
+class Clue(NamedTuple):
+    """Something a log says about its run; its patterns' named groups are values, not a problem."""
+
+    id: str
+    patterns: List[Pattern]
+    examples: List[str]
+    source: str
+    origin: str
+
+
+def build_clue(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Clue:
+    entry = entry_reader(raw, path, "clue", ruleset.warnings, ruleset.fixes)
+    entry.warn_unknown({"id", "patterns", "examples", "source"})
+    patterns_raw = raw.get("patterns")
+    if not isinstance(patterns_raw, list) or not patterns_raw:
+        raise entry.error("'patterns' must be a non-empty list of {anchor, regex} tables")
+    patterns = [_pattern(entry, item, index) for index, item in enumerate(patterns_raw)]
+    for pattern in patterns:
+        unknown = set(pattern.regex.groupindex if pattern.regex else ()) - set(CLUE_VALUES)
+        if pattern.regex is None or unknown:
+            raise entry.error("a clue's patterns are regexes whose named groups are among: %s%s"
+                              % (", ".join(sorted(CLUE_VALUES)), " (unknown: %s)" % ", ".join(sorted(unknown))
+                                 if unknown else ""))
+    return Clue(entry.entry_id, patterns, entry.string_list("examples"), entry.string("source"), path)

@@ -19,7 +19,7 @@ import re
 from collections import deque
 from typing import BinaryIO, Deque, Dict, List, Optional, Tuple
 
-from preflight.diagnose.failures import Failure, normalize_bytes
+from preflight.diagnose.failures import Clue, Failure, normalize_bytes
 
 CHUNK = 4 << 20
 MAX_LINE = 64 << 10     # longer lines are only looked at around a match
@@ -60,6 +60,8 @@ class Hit:
 class ScanResult:
     def __init__(self) -> None:
         self.hits: Dict[str, Hit] = {}
+        self.values: Dict[str, str] = {}  # what the log's clues say about its run (the last occurrence wins)
+        self.value_lines: Dict[str, int] = {}
         self.lines = 0
         self.bytes = 0
         self.tail = b""
@@ -83,11 +85,11 @@ class Scanner:
     """Anchors are looked for in a normalized, lower-cased copy of each chunk (same length as the normalized
     chunk, since bytes.lower() changes ASCII only); lines are cut from the normalized chunk."""
 
-    def __init__(self, failures: List[Failure]) -> None:
-        self.by_anchor: Dict[bytes, List[Tuple[Failure, object]]] = {}
-        for failure in failures:
-            for pattern in failure.patterns:
-                self.by_anchor.setdefault(pattern.key.encode("utf-8"), []).append((failure, pattern))
+    def __init__(self, failures: List[Failure], clues: List[Clue] = ()) -> None:
+        self.by_anchor: Dict[bytes, List[Tuple[object, object]]] = {}
+        for entry in list(failures) + list(clues):
+            for pattern in entry.patterns:
+                self.by_anchor.setdefault(pattern.key.encode("utf-8"), []).append((entry, pattern))
         anchors = sorted(self.by_anchor, key=len, reverse=True)
         self.anchors = re.compile(b"|".join(re.escape(a) for a in anchors)) if anchors else None
         self.overlap = max((len(a) for a in anchors), default=1)
@@ -148,7 +150,8 @@ class Scanner:
         for glue in (b"", b" "):
             joined = text.replace(b"\n", glue)
             for found in self.anchors.finditer(joined.lower()):
-                candidates = [c for c in self.by_anchor[found.group(0)] if c[0].id not in result.hits]
+                candidates = [c for c in self.by_anchor[found.group(0)]
+                              if isinstance(c[0], Failure) and c[0].id not in result.hits]
                 if not candidates:
                     continue
                 original = found.start() + (bisect.bisect_right(shifted, found.start()) if not glue else 0)
@@ -198,6 +201,10 @@ class Scanner:
                 groups = pattern.match(text)
                 if groups is None:
                     continue
+                if isinstance(failure, Clue):
+                    result.values.update(groups)
+                    result.value_lines.update((name, line) for name in groups)
+                    continue
                 hit = result.hits.get(failure.id)
                 if hit is None:
                     result.hits[failure.id] = Hit(failure, line, _shorten(text.strip()), groups)
@@ -209,5 +216,5 @@ class Scanner:
                         hit.groups.setdefault(name, value)
 
 
-def scan(stream: BinaryIO, failures: List[Failure], chunk_size: int = CHUNK) -> ScanResult:
-    return Scanner(failures).scan(stream, chunk_size)
+def scan(stream: BinaryIO, failures: List[Failure], chunk_size: int = CHUNK, clues: List[Clue] = ()) -> ScanResult:
+    return Scanner(failures, clues).scan(stream, chunk_size)

@@ -35,6 +35,7 @@ class RuleSet:
         self.rules: Dict[str, Rule] = {}
         self.fixes: Dict[str, Fix] = {}
         self.failures: Dict[str, Any] = {}
+        self.clues: Dict[str, Any] = {}
         self.workloads: Dict[str, Any] = {}
         self.gpus: Dict[str, Any] = {}
         self.warnings: List[str] = []
@@ -101,6 +102,7 @@ ENTRY_KINDS = (
     ("fix", "fixes", "preflight.engine.loader:build_fix_entry", None),
     ("rule", "rules", "preflight.engine.loader:build_rule", None),
     ("failure", "failures", "preflight.diagnose.failures:build_failure", "failures"),
+    ("clue", "clues", "preflight.diagnose.failures:build_clue", "failures"),
     ("workload", "workloads", "preflight.capacity.workloads:build_workload", "capacity"),
     ("gpu", "gpus", "preflight.capacity.workloads:build_gpu", "capacity"),
 )

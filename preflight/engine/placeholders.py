@@ -36,6 +36,10 @@ WHEEL_VALUES = ("index_url", "arch_index_url", "torch_pins", "wheel_cuda", "whee
                 "wheel_note", "no_wheel")
 DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda") + WHEEL_VALUES,
                        "missing": ("missing_pip",), "gpu_sm": WHEEL_VALUES}
+# Values diagnose computes from a log's own run (its clues): the capacity model's largest batch for an
+# out-of-memory run, and the GPUs the run used.
+RUN_DERIVED = ("fit_batch", "fit_workload", "fit_imgsz", "fit_gpu_mib", "gpu_count", "device_list",
+               "run_compute_capability")
 # Every captured value is also available as run_<name>: filled only from the
 # log, never from this machine's facts, for lines about the failed run itself.
 RUN_PREFIX = "run_"
@@ -52,6 +56,10 @@ def all_placeholders() -> frozenset:
     names = set(BASE_PLACEHOLDERS) | set(LOG_VALUES)
     for derived in DERIVED_FROM_GROUPS.values():
         names.update(derived)
+    names.update(RUN_DERIVED)
+    from preflight.diagnose.failures import CLUE_VALUES
+
+    names.update(RUN_PREFIX + name for name in CLUE_VALUES)
     names.update(RUN_PREFIX + name for name in LOG_VALUES)
     for fact in REGISTRY.values():
         names.update(fact.details)

@@ -25,12 +25,18 @@ def render(diagnosis: Diagnosis, color: bool = False) -> str:
             lines.append("The last error-looking lines:")
             lines.extend("  %7d | %s" % (number, text) for number, text in errors)
             lines.append("")
-            lines.append("If this is a failure preflight should know, its catalog is rules/failures/*.toml: "
-                         "add a [[failure]] with --rules FILE.")
+            import os
+
+            from preflight.shipped import data_dir
+
+            lines.append("If this is a failure preflight should know: its catalog is %s (preflight diagnose --list "
+                         "shows it); add a [[failure]] in your own file with --rules FILE."
+                         % os.path.join(data_dir(), "failures", "known.toml"))
         else:
             lines.append("Nothing in it looks like an error.")
         return "\n".join(lines)
     lines.append(head + "%d known problem%s, most likely cause first" % (len(found), "" if len(found) == 1 else "s"))
+    lines.extend("note: %s" % note for note in diagnosis.notes)
     for number, finding in enumerate(found, 1):
         failure = finding.failure
         times = " (%d times)" % finding.hit.count if finding.hit.count > 1 else ""
