@@ -41,7 +41,7 @@ from typing import Any, Dict, List, NamedTuple, Optional
 from preflight.engine.fields import EntryReader, close_matches, entry_reader, optional_int
 from preflight.engine.fix import Fix
 from preflight.engine.loader import RuleSet
-from preflight.engine.placeholders import RUN_PREFIX, all_placeholders
+from preflight.engine.placeholders import CLUE_VALUES, RUN_PREFIX, all_placeholders
 from preflight.facts.registry import REGISTRY
 
 _KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",
@@ -191,22 +191,6 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Failure:
     return Failure(entry.entry_id, entry.string("title", required=True), optional_int(entry, "priority", 50, 0, 100),
                    patterns, cause, fix, entry.string_list("rules"), facts, context, entry.string_list("supersedes"),
                    dict(values), dict(defaults), examples, entry.string("source"), path, entry.string_list("only_with"))
-
-
-# What a clue may capture: the run's own values, as templates see them with the run_ prefix.
-CLUE_VALUES = {
-    "python": "the run's Python version (YOLO banner)",
-    "torch_version": "the run's torch (YOLO banner, a printed torch.__version__)",
-    "gpu_name": "the run's GPU (YOLO banner, nvidia-smi)",
-    "gpu_mib": "the run's GPU memory in MiB (YOLO banner)",
-    "gpu_count": "how many GPUs the run used (YOLO banner lines)",
-    "cfg": "the model config the run trained (train_dual.py arguments)",
-    "batch": "the batch size the run asked for",
-    "imgsz": "the image size the run asked for",
-    "device": "the --device the run asked for",
-    "driver_version": "the driver version (nvidia-smi header)",
-    "driver_cuda": "the newest CUDA the driver supports (nvidia-smi header)",
-}
 
 
 class Clue(NamedTuple):

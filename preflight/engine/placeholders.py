@@ -36,6 +36,22 @@ WHEEL_VALUES = ("index_url", "arch_index_url", "torch_pins", "wheel_cuda", "whee
                 "wheel_note", "no_wheel")
 DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda") + WHEEL_VALUES,
                        "missing": ("missing_pip",), "gpu_sm": WHEEL_VALUES}
+# What a clue may capture: the run's own values, as templates see them with the run_ prefix.
+CLUE_VALUES = {
+    "python": "the run's Python version (YOLO banner)",
+    "torch_version": "the run's torch (YOLO banner, a printed torch.__version__)",
+    "gpu_name": "the run's GPU (YOLO banner, nvidia-smi)",
+    "gpu_mib": "the run's GPU memory in MiB (YOLO banner)",
+    "gpu_count": "how many GPUs the run used (YOLO banner lines)",
+    "cfg": "the model config the run trained (train_dual.py arguments)",
+    "batch": "the batch size the run asked for",
+    "imgsz": "the image size the run asked for",
+    "device": "the --device the run asked for",
+    "driver_version": "the driver version (nvidia-smi header)",
+    "driver_cuda": "the newest CUDA the driver supports (nvidia-smi header)",
+}
+
+
 # Values diagnose computes from a log's own run (its clues): the capacity model's largest batch for an
 # out-of-memory run, and the GPUs the run used.
 RUN_DERIVED = ("fit_batch", "fit_workload", "fit_imgsz", "fit_gpu_mib", "gpu_count", "device_list",
@@ -57,8 +73,6 @@ def all_placeholders() -> frozenset:
     for derived in DERIVED_FROM_GROUPS.values():
         names.update(derived)
     names.update(RUN_DERIVED)
-    from preflight.diagnose.failures import CLUE_VALUES
-
     names.update(RUN_PREFIX + name for name in CLUE_VALUES)
     names.update(RUN_PREFIX + name for name in LOG_VALUES)
     for fact in REGISTRY.values():
