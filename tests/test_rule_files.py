@@ -167,7 +167,7 @@ FORBIDDEN_IN_FIXES = [
     (r"--amp\b", "train_dual.py has no --amp"),
     (r"--accumulate\b", "train_dual.py has no --accumulate"),
     (r"checkpoint_model", "torch.utils.checkpoint has no checkpoint_model"),
-    (r"torch\.distributed\.launch", "use torchrun"),
+    (r"torch\.distributed\.launch --nproc", "launch with torchrun (the failure that explains --local-rank may name it)"),
     (r"--batch\s+\d", "write --batch-size, the real option name"),
     (r"pip install pynvml\b", "pynvml is deprecated: nvidia-ml-py"),
 ]
