@@ -193,7 +193,7 @@ def render(fitted) -> str:
             'title = "%s (dual head: train_dual.py, detect_dual.py, val_dual.py)"' % TITLES[model],
             "parameters = %d" % fitted["params"][model],
             'measured_on = "%s"' % MEASURED_ON,
-            'source = "fixtures/h200/vram.json (nvml_used_delta: the memory NVML saw the process use), fitted by scripts/fit_vram.py"',
+            'source = "tests/fixtures/h200-vram.json (nvml_used_delta: the memory NVML saw the process use), fitted by scripts/fit_vram.py"',
             "margin = %.2f" % MARGIN,
             "reference_imgsz = %d" % REFERENCE_IMGSZ,
         ]

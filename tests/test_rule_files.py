@@ -217,3 +217,16 @@ def test_parsed_rule_files_are_cached_by_content(tmp_path, monkeypatch):
     site.write_text(site.read_text().replace("min = 1", "min = 2"))
     assert rule_loader.load([str(site)]).rules["site.x"].resolve(None).expected == ">= 2"
     assert os.path.isdir(str(tmp_path / "cache" / "rules"))
+
+
+def test_every_source_cites_a_public_document():
+    from preflight.engine import loader as rule_loader
+
+    ruleset = rule_loader.load(failures=True, capacity=True)
+    entries = list(ruleset.rules.values()) + list(ruleset.failures.values()) + list(ruleset.clues.values())
+    for entry in entries:
+        assert entry.source, "%s has no source" % entry.id
+        for internal in ("KNOWLEDGE.md", "seed guide", "fixtures/h200/"):
+            assert internal not in entry.source.replace("tests/fixtures/h200-", ""), (entry.id, entry.source)
+        assert "https://" in entry.source or "this repository" in entry.source or "/" in entry.source, \
+            (entry.id, entry.source)
