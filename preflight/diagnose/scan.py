@@ -39,7 +39,7 @@ def clean(raw: bytes, anchor: Optional[str] = None) -> str:
     if "\r" in text:
         segments = [s for s in text.split("\r") if s.strip()]
         if anchor:
-            holding = [s for s in segments if anchor in s.lower()]
+            holding = [s for s in segments if anchor in s]
             segments = holding or segments
         text = segments[-1] if segments else ""
     return text.replace("\x00", "")
@@ -81,17 +81,44 @@ def _shorten(text: str) -> str:
     return text if len(text) <= EXCERPT else text[:EXCERPT - 3] + "..."
 
 
+def _trie_regex(words: List[bytes]) -> "re.Pattern[bytes]":
+    """One regex for many literals, shaped as a trie: at each position only the branches that share the next
+    byte are tried (a plain alternation tries every literal at every position whose first byte could start one,
+    which for lower-case text is most positions)."""
+    trie: Dict[int, dict] = {}
+    for word in words:
+        node = trie
+        for byte in word:
+            node = node.setdefault(byte, {})
+        node[-1] = {}
+
+    def build(node) -> bytes:
+        branches = [re.escape(bytes([byte])) + build(child) for byte, child in sorted(node.items()) if byte != -1]
+        if not branches:
+            return b""
+        if len(branches) == 1 and -1 not in node:
+            return branches[0]
+        return b"(?:" + b"|".join(branches) + b")" + (b"?" if -1 in node else b"")
+
+    return re.compile(build(trie))
+
+
 class Scanner:
-    """Anchors are looked for in a normalized, lower-cased copy of each chunk (same length as the normalized
-    chunk, since bytes.lower() changes ASCII only); lines are cut from the normalized chunk."""
+    """The whole log is searched for the anchors as written (case-sensitive, raw bytes: fast); its last
+    TAIL_BYTES again, forgivingly: case ignored, typographic quotes and markdown normalized, and lines joined
+    where a terminal or a forum wrapped a message (see _search_tail)."""
 
     def __init__(self, failures: List[Failure], clues: List[Clue] = ()) -> None:
         self.by_anchor: Dict[bytes, List[Tuple[object, object]]] = {}
+        self.by_key: Dict[bytes, List[Tuple[object, object]]] = {}  # lower-cased, normalized anchors
         for entry in list(failures) + list(clues):
             for pattern in entry.patterns:
-                self.by_anchor.setdefault(pattern.key.encode("utf-8"), []).append((entry, pattern))
+                self.by_anchor.setdefault(pattern.anchor.encode("utf-8"), []).append((entry, pattern))
+                if isinstance(entry, Failure):
+                    self.by_key.setdefault(pattern.key.encode("utf-8"), []).append((entry, pattern))
+        self.keys = _trie_regex(list(self.by_key)) if self.by_key else None
         anchors = sorted(self.by_anchor, key=len, reverse=True)
-        self.anchors = re.compile(b"|".join(re.escape(a) for a in anchors)) if anchors else None
+        self.anchors = _trie_regex(anchors) if anchors else None
         self.overlap = max((len(a) for a in anchors), default=1)
 
     def scan(self, stream: BinaryIO, chunk_size: int = CHUNK) -> ScanResult:
@@ -112,7 +139,7 @@ class Scanner:
                 dropped = tail.popleft()
                 tail_size -= len(dropped)
                 tail_lines_dropped += dropped.count(b"\n")
-            buffer += normalize_bytes(chunk)
+            buffer += chunk
             cut = buffer.rfind(b"\n")
             if cut == -1:
                 if len(buffer) > MAX_LINE:
@@ -131,32 +158,37 @@ class Scanner:
         first_newline = joined.find(b"\n") if tail_lines_dropped else -1
         result.tail = joined[first_newline + 1:] if tail_lines_dropped else joined
         result.tail_first_line = tail_lines_dropped + (2 if tail_lines_dropped else 1)
-        self._search_unwrapped(result)
+        self._search_tail(result)
         return result
 
-    def _search_unwrapped(self, result: ScanResult) -> None:
-        """Messages a terminal or a forum wrapped over two lines ("Bus" / "error", "unsatisfied condi" / "tion"):
-        the end of the log, joined both without and with a space at each line break, searched for the
-        failures not found yet. The end is where a crash speaks, and it keeps this pass bounded."""
-        if self.anchors is None or not result.tail:
-            return
-        text = normalize_bytes(result.tail).replace(b"\r\n", b"\n")
-        breaks = [i for i, byte in enumerate(text) if byte == 10]
-        if not breaks:
+    def _search_tail(self, result: ScanResult) -> None:
+        """The log's end, searched again for the failures not found yet, as real text varies: case ignored
+        (``nvml error: driver/library version mismatch``), typographic quotes and markdown emphasis normalized,
+        and lines joined without and with a space at each break, for a message a terminal or a forum wrapped
+        over two lines ("Bus" / "error", "unsatisfied condi" / "tion"). The end is where a crash speaks, and
+        it keeps this pass bounded whatever the log's size."""
+        if self.keys is None or not result.tail:
             return
         import bisect
 
+        text = normalize_bytes(result.tail).replace(b"\r\n", b"\n")
+        breaks = [found.start() for found in re.finditer(b"\n", text)]
         shifted = [position - count for count, position in enumerate(breaks)]  # where each break was, joined
-        for glue in (b"", b" "):
-            joined = text.replace(b"\n", glue)
-            for found in self.anchors.finditer(joined.lower()):
-                candidates = [c for c in self.by_anchor[found.group(0)]
-                              if isinstance(c[0], Failure) and c[0].id not in result.hits]
+        for glue in (None, b"", b" "):
+            joined = text if glue is None else text.replace(b"\n", glue)
+            for found in self.keys.finditer(joined.lower()):
+                candidates = [c for c in self.by_key[found.group(0)] if c[0].id not in result.hits]
                 if not candidates:
                     continue
-                original = found.start() + (bisect.bisect_right(shifted, found.start()) if not glue else 0)
+                if glue is None:  # one line, as it is
+                    start = joined.rfind(b"\n", 0, found.start()) + 1
+                    stop = joined.find(b"\n", found.end())
+                    window = clean(joined[start:stop if stop != -1 else len(joined)][:MAX_LINE])
+                    original = found.start()
+                else:
+                    window = clean(joined[max(0, found.start() - WINDOW // 4):found.end() + WINDOW // 4])
+                    original = found.start() + (bisect.bisect_right(shifted, found.start()) if not glue else 0)
                 line = result.tail_first_line + bisect.bisect_left(breaks, original)
-                window = clean(joined[max(0, found.start() - WINDOW // 4):found.end() + WINDOW // 4])
                 for failure, pattern in candidates:
                     groups = pattern.match(window)
                     if groups is not None and failure.id not in result.hits:
@@ -165,12 +197,11 @@ class Scanner:
     def _search(self, buffer: bytes, end: int, line_base: int, result: ScanResult) -> None:
         if self.anchors is None:
             return
-        lowered = buffer.lower()
         position = 0
         counted_to, line = 0, line_base
         while True:
             # Matches must *start* before ``end``; the bytes after it are looked at again next time.
-            found = self.anchors.search(lowered, position)
+            found = self.anchors.search(buffer, position)
             if found is None or found.start() >= end:
                 return
             start = buffer.rfind(b"\n", 0, found.start()) + 1
@@ -188,13 +219,13 @@ class Scanner:
                 position = max(found.end(), stop - WINDOW // 2)
             else:
                 position = stop + 1
-            self._match_line(buffer[start:stop], lowered[start:stop], line, result)
+            self._match_line(buffer[start:stop], line, result)
             if position >= end:
                 return
 
-    def _match_line(self, raw: bytes, lowered: bytes, line: int, result: ScanResult) -> None:
+    def _match_line(self, raw: bytes, line: int, result: ScanResult) -> None:
         for anchor, candidates in self.by_anchor.items():
-            if anchor not in lowered:
+            if anchor not in raw:
                 continue
             text = clean(raw, anchor.decode("utf-8"))
             for failure, pattern in candidates:
