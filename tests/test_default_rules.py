@@ -596,3 +596,13 @@ def test_container_require_skips_every_jetpack_variable_and_checks_every_gpu(tmp
 def test_container_capabilities(value, status):
     env = {"NVIDIA_DRIVER_CAPABILITIES": value} if value is not None else {}
     assert status_of(check("--select", "container.capabilities", env=env), "container.capabilities") == status
+
+
+def test_the_driver_fix_never_sends_a_volta_owner_past_r580(tmp_path):
+    fixture = gpu_fixture(tmp_path, name="Tesla V100-SXM2-32GB", cc=(7, 0), memory=32 * 2**30)
+    result = one(check("--profile", "node", "--select", "driver", fixture=fixture), "driver.version")
+    assert result["status"] == "fail"
+    steps = " ".join(result["fix"]["steps"])
+    assert "install the 580 branch: it is the last that supports GPUs older than Turing" in steps
+    ampere = one(check("--profile", "node", "--select", "driver", fixture=RTX3060), "driver.version")
+    assert "580 (long-term support), 595 or 620; 535, 550, 570 are end of life" in " ".join(ampere["fix"]["steps"])
