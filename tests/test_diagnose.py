@@ -556,3 +556,10 @@ def test_out_of_memory_advice_uses_the_capacity_model():
     _, report = diagnose_json(oom, "--no-facts")
     fix = report["matches"][0]["fix"]
     assert fix["steps"][0].startswith("Lower the batch size") and not any("torchrun" in c for c in fix["commands"])
+
+
+def test_out_of_memory_advice_sizes_the_run_for_this_machine_when_the_log_has_no_banner():
+    oom = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 11.76 GiB total capacity)\n"
+    _, report = diagnose_json(ARGS % (32, 0) + oom, "--nvml-fixture", nvml_fixture("rtx3060-12g-driver525.json"))
+    step = report["matches"][0]["fix"]["steps"][0]
+    assert step.startswith("At --img 640, yolov9-c fits about ") and "in 12288 MiB" in step, step

@@ -227,6 +227,19 @@ def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, s
     return values
 
 
+def _with_machine_gpu(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, str]:
+    """The run's values, with this machine's first visible GPU's memory when the log does not say (the capacity
+    model then sizes the run for the GPU it ran on: the facts are only used when they are that machine's)."""
+    if facts is None or RUN_PREFIX + "gpu_mib" in run:
+        return run
+    try:
+        visible = facts.visible_indices()
+        total = (facts.gpu(visible[0]).get("memory") or {}).get("total") if visible else None
+    except Unknown:
+        return run
+    return dict(run, **{RUN_PREFIX + "gpu_mib": str(int(total) // (1 << 20))}) if total else run
+
+
 def _oom_values(ruleset: RuleSet, run: Dict[str, str]) -> Dict[str, str]:
     """For an out-of-memory run whose log names its model, batch and GPU: the largest batch that fits, from the
     capacity model ({fit_batch}, {fit_workload}, ...), and a torchrun line only where the run had several GPUs."""
@@ -302,7 +315,7 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
         # Weakest first: generic defaults, what the log implies, this machine's facts, the related
         # checks, the entry's fixed values, and what the log line says.
         base = dict(GENERIC_DEFAULTS, **failure.defaults)
-        base.update(_derived(groups, ruleset, run))
+        base.update(_derived(groups, ruleset, _with_machine_gpu(run, facts)))
         base.update(run)
         from_log = dict(groups)
         from_log.update((RUN_PREFIX + name, value) for name, value in groups.items())
