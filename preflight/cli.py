@@ -116,6 +116,9 @@ WORKLOAD = [
     click.option("--img", "imgsz", type=int, default=640, show_default=True, metavar="N", help="Image size (--img)."),
     click.option("--fp32", is_flag=True, help="Training without AMP (train_dual.py uses AMP by default)."),
     click.option("--half", is_flag=True, help="Inference in FP16, as detect_dual.py --half (FP32 by default)."),
+    click.option("--optimizer", type=click.Choice(["SGD", "Adam", "AdamW"]), default="SGD", show_default=True,
+                 help="Training optimizer (train.py/train_dual.py --optimizer): Adam and AdamW keep 4 more bytes of "
+                      "state per parameter than SGD."),
 ]
 OUTPUT = click.option("--output", metavar="FILE", help="Write to FILE instead of standard output ('-'): a regular "
                       "file is replaced atomically (links are followed); a device or pipe is written in place.")
@@ -136,11 +139,14 @@ def _workload(values: Dict[str, Any], profile: str):
     if values.get("workload") is None:
         given = [name for name, key in (("--task", "task"), ("--batch", "batch"), ("--fp32", "fp32"),
                                         ("--half", "half")) if values.get(key)]
+        if values.get("optimizer", "SGD") != "SGD":
+            given.append("--optimizer")
         if given or values.get("imgsz", 640) != 640:
             raise click.UsageError("%s only mean something with --workload" % ", ".join(given or ["--img"]))
         return None
     task = values["task"] or ("inference" if profile == "inference" else "train")
-    return WorkloadOptions(values["workload"], task, values["batch"], values["imgsz"], values["fp32"], values["half"])
+    return WorkloadOptions(values["workload"], task, values["batch"], values["imgsz"], values["fp32"], values["half"],
+                           values.get("optimizer", "SGD"))
 
 
 def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
@@ -298,10 +304,13 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @cli.command()
 @click.option("--workload", required=True, metavar="ID", help="The workload (yolov9-t, -s, -m, -c, -e, or your own).")
 @click.option("--task", type=click.Choice(["train", "inference"]), default="train", show_default=True)
-@click.option("--batch", type=int, metavar="N", help="Batch size per GPU [default: batch 1, with the largest that fits].")
+@click.option("--batch", type=int, metavar="N", help="Batch size per GPU [default: 16 to train, as train.py and "
+              "train_dual.py; 1 for inference]; the largest that fits is shown too.")
 @click.option("--img", "imgsz", type=int, default=640, show_default=True, metavar="N", help="Image size (--img).")
 @click.option("--fp32", is_flag=True, help="Training without AMP.")
 @click.option("--half", is_flag=True, help="Inference in FP16 (detect_dual.py --half).")
+@click.option("--optimizer", type=click.Choice(["SGD", "Adam", "AdamW"]), default="SGD", show_default=True,
+              help="Training optimizer (train.py/train_dual.py --optimizer).")
 @click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME",
               help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
@@ -313,8 +322,8 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS")
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
               help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
-@check_options(consume=("workload", "task", "batch", "imgsz", "fp32", "half", "facts_file", "nvml_fixture", "timeout",
-                        "rules_paths"))
+@check_options(consume=("workload", "task", "batch", "imgsz", "fp32", "half", "optimizer", "facts_file", "nvml_fixture",
+                        "timeout", "rules_paths"))
 def plan(options, gpu_filters, output_format, output) -> int:
     """Will a workload fit, and which GPU to use: memory needed, whether it fits, and the largest batch, per GPU."""
     from preflight.commands import plan as command

@@ -24,8 +24,26 @@ and 1280 fall on one line to within 3%).
   ratio, and the fixed part is interpolated by parameter count between the
   measured models (extrapolated).
 
+- GELAN (gelan-t ... gelan-e, trained with train.py): not measured on the
+  H200. Derived from the dual-head model of the same size: its per-image
+  memory times the ratio of the bytes autograd saves in one training forward
+  pass, GELAN over YOLOv9, measured on the CPU from the repository's own model
+  definitions (tests/fixtures/yolov9-activations-cpu.json); the fixed part
+  from GELAN's own parameter count.
+- The whole run: train.py and train_dual.py validate after each epoch at
+  twice the training batch, in FP16 (rectangular batches). Each training
+  estimate carries validation_per_image_bytes (the model's FP16 inference
+  per-image memory); a run's peak adds it for 2 x batch images on top of the
+  training steps, which is what public training logs show (+1.2 to +2.3 GB
+  on 16-24 GB cards).
+- The optimizer: the H200 runs used AdamW (two FP32 state buffers); each
+  workload records it, and estimates for SGD (the trainers' default, one
+  buffer) take 4 bytes per parameter off the fixed part.
+
 Every estimate then carries MARGIN. The script checks, and prints, that with
-the margin no measured point is under-estimated and none by more than 25%.
+the margin no measured point is under-estimated and none by more than 25%
+(the H200 points are training steps only, with no validation, so they are
+compared with the training-steps figure).
 
     python scripts/fit_vram.py [--input FILE] [--output FILE] [--check]
 
@@ -45,11 +63,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_INPUT = os.path.join(REPO, "tests", "fixtures", "h200-vram.json")
 DEFAULT_OUTPUT = os.path.join(REPO, "rules", "capacity", "yolov9.toml")
+ACTIVATIONS = os.path.join(REPO, "tests", "fixtures", "yolov9-activations-cpu.json")
+GELAN = {"gelan-t": "yolov9-t", "gelan-s": "yolov9-s", "gelan-m": "yolov9-m", "gelan-c": "yolov9-c",
+         "gelan-e": "yolov9-e"}
+# The YOLOv9 README's table of converted (inference) models, which are GELAN of the same size.
+README_PARAMS = {"gelan-t": "2.0M", "gelan-s": "7.1M", "gelan-m": "20.0M", "gelan-c": "25.3M", "gelan-e": "57.3M"}
+MEASURED_OPTIMIZER = "AdamW"
 MARGIN = 0.10
 REFERENCE_IMGSZ = 640
 MODELS = ["yolov9-t", "yolov9-s", "yolov9-m", "yolov9-c", "yolov9-e"]
 TITLES = {"yolov9-t": "YOLOv9-T", "yolov9-s": "YOLOv9-S", "yolov9-m": "YOLOv9-M", "yolov9-c": "YOLOv9-C",
-          "yolov9-e": "YOLOv9-E"}
+          "yolov9-e": "YOLOv9-E", "gelan-t": "GELAN-T", "gelan-s": "GELAN-S", "gelan-m": "GELAN-M",
+          "gelan-c": "GELAN-C", "gelan-e": "GELAN-E"}
 MEASURED_ON = "NVIDIA H200 (driver 580.159.04), PyTorch 2.11.0+cu130, 80 classes, AdamW"
 CASES = [("train", "amp"), ("train", "fp32"), ("inference", "fp16"), ("inference", "fp32")]
 
@@ -158,7 +183,46 @@ def fit(context: int, rows) -> Dict[str, object]:
                     "extrapolated": "not measured: per-image memory = training (AMP) per-image x %.4f, the ratio "
                                     "measured on %s; fixed part interpolated by parameter count" % (
                                         ratio, " and ".join(sorted(measured)))}
-    return {"alpha": alpha, "context": context, "params": params, "estimates": estimates, "fp32_ratio": fp32_ratio}
+    fitted = {"alpha": alpha, "context": context, "params": params, "estimates": estimates, "fp32_ratio": fp32_ratio,
+              "inference_line": {}}
+    for precision in ("fp16", "fp32"):
+        measured = {m: _line(groups[(m, "inference", precision)]) for m in MODELS
+                    if groups.get((m, "inference", precision))}
+        (small, (fixed_small, _)), (large, (fixed_large, _)) = sorted(measured.items(), key=lambda kv: params[kv[0]])
+        fitted["inference_line"][precision] = (params[small], fixed_small,
+                                               (fixed_large - fixed_small) / (params[large] - params[small]))
+    derive_gelan(fitted)
+    return fitted
+
+
+def derive_gelan(fitted, activations_path: str = ACTIVATIONS) -> None:
+    """GELAN estimates from the dual-head model of the same size and the activation ratio (see the docstring)."""
+    with open(activations_path, encoding="utf-8") as handle:
+        models = json.load(handle)["models"]
+    context, alpha = fitted["context"], fitted["alpha"]
+    for gelan, dual in GELAN.items():
+        ratio = models[gelan]["saved_bytes_640_b1"] / models[dual]["saved_bytes_640_b1"]
+        params = models[gelan]["params"]
+        fitted["params"][gelan] = params
+        how = ("derived, not measured: %s's per-image memory x %.3f, the bytes autograd saves per image for %s "
+               "over %s (tests/fixtures/yolov9-activations-cpu.json); fixed part from %s's %d parameters"
+               % (dual, ratio, gelan, dual, gelan, params))
+        estimates = {}
+        for task, precision in CASES:
+            dual_estimate = fitted["estimates"][dual][(task, precision)]
+            if task == "train":
+                fixed = context + alpha * params
+            else:
+                small_params, fixed_small, per_param = fitted["inference_line"][precision]
+                fixed = max(context, fixed_small + per_param * (params - small_params))
+            estimates[(task, precision)] = {"fixed": fixed, "per_image": dual_estimate["per_image"] * ratio,
+                                            "points": [], "extrapolated": how}
+        fitted["estimates"][gelan] = estimates
+
+
+def validation_per_image(fitted, model: str) -> float:
+    """What one validation image adds to a run's peak: the model's FP16 inference per-image memory."""
+    return fitted["estimates"][model][("inference", "fp16")]["per_image"]
 
 
 def required(estimate: dict, batch: int, imgsz: int) -> float:
@@ -182,18 +246,26 @@ def render(fitted) -> str:
     lines = [
         "# Generated by scripts/fit_vram.py from tests/fixtures/h200-vram.json; do not edit by hand.",
         "# memory = (fixed_bytes + per_image_bytes * batch * (imgsz / reference_imgsz)^2) * (1 + margin)",
-        "# Training (AMP): fixed = CUDA context (%d bytes) + %.2f bytes per parameter." % (
-            fitted["context"], fitted["alpha"]),
+        "# Training (AMP): fixed = CUDA context (%d bytes) + %.2f bytes per parameter (with %s state)." % (
+            fitted["context"], fitted["alpha"], MEASURED_OPTIMIZER),
+        "# A run's peak adds validation_per_image_bytes for 2 x batch images (validation at twice the batch, FP16).",
         "",
     ]
-    for model in MODELS:
+    for model in MODELS + list(GELAN):
         lines += [
             "[[workload]]",
             'id = "%s"' % model,
-            'title = "%s (dual head: train_dual.py, detect_dual.py, val_dual.py)"' % TITLES[model],
+            'title = "%s"' % (TITLES[model] + (" (dual head: train_dual.py, detect_dual.py, val_dual.py)"
+                                               if model in MODELS else " (train.py, detect.py, val.py; "
+                                               "models/detect/%s.yaml)" % model)),
             "parameters = %d" % fitted["params"][model],
             'measured_on = "%s"' % MEASURED_ON,
-            'source = "tests/fixtures/h200-vram.json (nvml_used_delta: the memory NVML saw the process use), fitted by scripts/fit_vram.py"',
+            'optimizer = "%s"' % MEASURED_OPTIMIZER,
+            ('source = "tests/fixtures/h200-vram.json (nvml_used_delta: the memory NVML saw the process use), '
+             'fitted by scripts/fit_vram.py"' if model in MODELS else
+             'source = "derived by scripts/fit_vram.py from tests/fixtures/h200-vram.json and '
+             'tests/fixtures/yolov9-activations-cpu.json; parameters with 80 classes (the YOLOv9 README lists the '
+             'converted model at %s)"' % README_PARAMS[model]),
             "margin = %.2f" % MARGIN,
             "reference_imgsz = %d" % REFERENCE_IMGSZ,
         ]
@@ -208,6 +280,8 @@ def render(fitted) -> str:
                 "fixed_bytes = %d" % round(estimate["fixed"]),
                 "per_image_bytes = %d" % round(estimate["per_image"]),
             ]
+            if task == "train":
+                lines.append("validation_per_image_bytes = %d" % round(validation_per_image(fitted, model)))
             if points:
                 lines.append("measured_batches = [%s]" % ", ".join(str(b) for b in sorted({p["batch"] for p in points})))
                 lines.append("measured_imgsz = [%s]" % ", ".join(str(s) for s in sorted({p["imgsz"] for p in points})))

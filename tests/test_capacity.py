@@ -24,8 +24,8 @@ H200 = nvml_fixture("h200-driver580.json")
 A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")
 
 
-def request(workload, task, precision, batch, imgsz=640):
-    return estimate.make_request(RULESET.workloads, workload, task, precision, batch, imgsz)
+def request(workload, task, precision, batch, imgsz=640, optimizer="SGD"):
+    return estimate.make_request(RULESET.workloads, workload, task, precision, batch, imgsz, optimizer)
 
 
 # --- the fit ------------------------------------------------------------------------------
@@ -41,9 +41,11 @@ def test_the_shipped_catalog_is_what_the_fit_gives():
 @pytest.mark.parametrize("row", ROWS, ids=["%s-%s-%s-b%d-i%d" % (r["cfg"], r["task"], r["precision"], r["batch"],
                                                                 r["imgsz"]) for r in ROWS])
 def test_every_measured_point_is_covered_within_25_percent(row):
-    """required_bytes (margin included) is never below what NVML saw, and at most 25% above it."""
-    needed = estimate.required_bytes(request(row["cfg"], row["task"], row["precision"], row["batch"], row["imgsz"]),
-                                     row["batch"])
+    """The estimate (margin included) is never below what NVML saw, and at most 25% above it. The H200 runs
+    trained with AdamW and no validation: training points compare with the training-steps figure for AdamW
+    (a whole run adds the validation pass on top, checked against public logs below)."""
+    wanted = request(row["cfg"], row["task"], row["precision"], row["batch"], row["imgsz"], optimizer="AdamW")
+    needed = (estimate.training_bytes if row["task"] == "train" else estimate.required_bytes)(wanted, row["batch"])
     assert row["nvml_used_delta"] <= needed <= 1.25 * row["nvml_used_delta"]
 
 
@@ -63,7 +65,9 @@ def test_the_seed_guides_numbers_are_corrected():
     infer = request("yolov9-s", "inference", "fp16", 1)
     assert estimate.required_bytes(infer, 1) < 1.2e9
     twelve = estimate.catalog_available(RULESET.gpus["rtx-3060"])
-    assert 24 <= estimate.max_batch(train, twelve) <= 28  # "12 GB fits about batch 28" before the margin
+    # "12 GB fits about batch 28" for the training steps before the margin; the whole run, with the
+    # validation pass at twice the batch and the 10% margin, fits about 21.
+    assert 19 <= estimate.max_batch(train, twelve) <= 23
 
 
 def test_extrapolated_estimates_say_so():
@@ -91,14 +95,14 @@ def test_an_rtx_3060_cannot_train_yolov9_c_at_batch_64():
                       "--nvml-fixture", RTX3060, expect_code=1)
     [result] = report["results"]
     assert result["status"] == "fail" and result["observed"] == "train_too_big"
-    assert "needs about 72.5 GiB; 11.9 GiB free" in result["message"]
-    assert "batch 9 per GPU is the most that fits" in result["message"]
+    assert "needs about 87.5 GiB; 11.9 GiB free" in result["message"]
+    assert "batch 7 per GPU is the most that fits" in result["message"]
     commands = result["fix"]["commands"]
-    assert any("train_dual.py" in c and "--batch-size 9 " in c and "--cfg models/detect/yolov9-c.yaml" in c
+    assert any("train_dual.py" in c and "--batch-size 7 " in c and "--cfg models/detect/yolov9-c.yaml" in c
                for c in commands)
-    assert any(c.startswith("torchrun --nproc_per_node 8 train_dual.py") for c in commands)
+    assert any(c.startswith("torchrun --nproc_per_node 10 train_dual.py") for c in commands)
     steps = " ".join(result["fix"]["steps"])
-    assert "--batch-size -1" in steps and "H100 80GB" in steps and "largest --img that fits is" in steps
+    assert "--batch-size -1" in steps and "H200 141GB" in steps and "largest --img that fits is" in steps
 
 
 def test_an_h200_can():
@@ -108,13 +112,13 @@ def test_an_h200_can():
 
 
 def test_ddp_divides_the_batch_between_the_visible_gpus():
-    both = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--batch", "64",
+    both = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--batch", "48",
                     "--nvml-fixture", A100X2)
     assert [r["status"] for r in both["results"]] == ["pass", "pass"]
-    assert "batch 32 per GPU" in both["results"][0]["message"]
-    one = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--batch", "64",
+    assert "batch 24 per GPU" in both["results"][0]["message"]
+    one = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--batch", "48",
                    "--nvml-fixture", A100X2, env={"CUDA_VISIBLE_DEVICES": "1"})
-    assert [r["status"] for r in one["results"]] == ["fail"] and "batch 64 per GPU" in one["results"][0]["message"]
+    assert [r["status"] for r in one["results"]] == ["fail"] and "batch 48 per GPU" in one["results"][0]["message"]
 
 
 def test_processes_holding_memory_are_named(tmp_path):
@@ -177,12 +181,12 @@ def test_plan_json_per_gpu():
     plan = json.loads(completed.stdout)
     assert plan["schema"] == "preflight.plan/1"
     rows = {row["subject"]: row for row in plan["gpus"]}
-    assert rows["rtx-3060"]["fits"] is False and rows["rtx-3060"]["max_batch"] == 9
+    assert rows["rtx-3060"]["fits"] is False and rows["rtx-3060"]["max_batch"] == 7
     assert rows["h200"]["fits"] is True and rows["h200"]["required_bytes"] == plan["estimate"]["required_bytes"]
     assert rows["gpu0"]["source"] == "this machine" and rows["gpu0"]["available_bytes"] == 12819428803
     assert rows["v100-16gb"]["arch_supported"].startswith("no")
     assert rows["t4"]["arch_supported"].startswith("yes, below the recommended")
-    assert plan["smallest_fitting"][0] == "H100 80GB"
+    assert plan["smallest_fitting"][0] == "H200 141GB"
 
 
 def test_plan_catalog_holds_the_seed_gpus_and_the_others():
@@ -194,12 +198,21 @@ def test_plan_catalog_holds_the_seed_gpus_and_the_others():
         assert gpu.source and gpu.compute_capability
 
 
-def test_plan_filters_formats_and_batch_1_default():
+def test_plan_filters_formats_and_one_default_batch():
     completed = run_cli("plan", "--workload", "yolov9-s", "--gpu", "3060", "--gpu", "t4", "--nvml-fixture",
                         nvml_fixture("no-library.json"))
     text = completed.stdout
     assert "GeForce RTX 3060 12GB" in text and "Tesla T4 16GB" in text and "H200 141GB" not in text.split("smallest")[0]
-    assert "batch 1 (give --batch for another)" in text
+    # The trainers' default batch, as check --workload assumes: one question, one answer.
+    assert "yolov9-s train (AMP, SGD), batch 16, --img 640" in text
+    planned = json.loads(run_cli("plan", "--workload", "yolov9-s", "--format", "json", "--gpu", "t4").stdout)
+    checked = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-s", "--nvml-fixture", H200)
+    assert planned["estimate"]["batch"] == 16 and "batch 16 per GPU" in checked["results"][0]["message"]
+    assert planned["estimate"]["required_bytes"] > planned["estimate"]["training_bytes"]
+    assert planned["workload"]["optimizer"] == "SGD" and planned["estimate"]["basis"] == "measured"
+    inference = json.loads(run_cli("plan", "--workload", "yolov9-s", "--task", "inference", "--format", "json",
+                                   "--gpu", "t4").stdout)
+    assert inference["estimate"]["batch"] == 1 and inference["workload"]["optimizer"] is None
     assert "this machine: NVML is not available here (library_not_found)" in text
     markdown = run_cli("plan", "--workload", "yolov9-s", "--format", "markdown", "--gpu", "h200",
                        "--nvml-fixture", H200).stdout
@@ -222,3 +235,58 @@ def test_a_user_workload_is_data(tmp_path):
                    'precision = "fp16"\nfixed_bytes = 1\nper_image_bytes = 1\n')
     completed = run_cli("plan", "--workload", "x", "--rules", str(bad))
     assert completed.returncode == 2 and "workload 'x'" in completed.stderr and "precision 'fp16'" in completed.stderr
+
+
+
+# --- GELAN, the whole run, the optimizer: against what users reported publicly ----------------------
+
+T4_TOTAL = 15360 << 20  # NVML's total on a T4; what a process can allocate is less (see the GPU catalog)
+CONTEXT_BYTES = CONTEXT  # GPU_mem in YOLOv5-lineage logs is torch.cuda.memory_reserved(): no CUDA context
+
+
+@pytest.mark.parametrize("workload, batch, imgsz, first_epoch_gb, run_peak_gb, gpu", [
+    # KNOWLEDGE: gelan-c at 640 on a Tesla T4 (public training logs): GPU_mem in decimal GB.
+    ("gelan-c", 8, 640, 5.65, 6.11, "t4"),
+    ("gelan-c", 16, 640, 11.1, 12.4, "t4"),
+])
+def test_gelan_runs_users_finished_are_judged_to_fit_and_estimated_within_135_percent(
+        workload, batch, imgsz, first_epoch_gb, run_peak_gb, gpu):
+    wanted = request(workload, "train", "amp", batch, imgsz)
+    run = estimate.required_bytes(wanted, batch)
+    steps = estimate.training_bytes(wanted, batch)
+    reported_run = run_peak_gb * 1e9 + CONTEXT_BYTES
+    assert reported_run <= run <= 1.35 * reported_run, (run / 1e9, reported_run / 1e9)
+    assert first_epoch_gb * 1e9 + CONTEXT_BYTES <= steps * 1.05  # the first epoch, before validation
+    t4 = [g for g in RULESET.gpus.values() if g.id == gpu][0]
+    assert run <= estimate.catalog_available(t4), "a run users finished on a %s must be judged to fit" % gpu
+
+
+def test_gelan_is_derived_and_says_so():
+    for size in "tsmce":
+        wanted = request("gelan-" + size, "train", "amp", 16)
+        assert wanted["basis"] == "derived"
+        assert "train.py" in RULESET.workloads["gelan-" + size].title
+    assert request("yolov9-c", "train", "amp", 16)["basis"] == "measured"
+    # GELAN needs far less than the dual-head model of the same size (no auxiliary branch).
+    assert estimate.required_bytes(request("gelan-c", "train", "amp", 16), 16) < \
+        0.7 * estimate.required_bytes(request("yolov9-c", "train", "amp", 16), 16)
+
+
+def test_the_optimizer_and_the_validation_pass_are_in_the_estimate():
+    sgd = request("yolov9-c", "train", "amp", 16, optimizer="SGD")
+    adamw = request("yolov9-c", "train", "amp", 16, optimizer="AdamW")
+    params = RULESET.workloads["yolov9-c"].parameters
+    assert adamw["fixed_bytes"] - sgd["fixed_bytes"] == 4 * params
+    run, steps = estimate.required_bytes(sgd, 16), estimate.training_bytes(sgd, 16)
+    assert run > steps  # validation at 32 images in FP16 comes on top
+    assert run - steps == round(2 * 16 * sgd["validation_per_image_bytes"] * 1.1) or abs(
+        (run - steps) - 2 * 16 * sgd["validation_per_image_bytes"] * 1.1) < 2
+    with pytest.raises(Exception, match="--optimizer must be one of"):
+        request("yolov9-c", "train", "amp", 16, optimizer="Lion")
+
+
+def test_an_uncovered_workload_is_a_clear_error():
+    completed = run_cli("plan", "--workload", "gelan-c-seg")
+    assert completed.returncode == 2
+    assert "covers the YOLOv9 (dual-head) and GELAN detection models only" in completed.stderr
+    assert "gelan-c" in completed.stderr and "yolov9-e" in completed.stderr

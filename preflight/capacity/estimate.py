@@ -10,13 +10,16 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Iterable, List, Optional
 
-from preflight.capacity.workloads import PRECISIONS, GpuModel, Workload
+from preflight.capacity.workloads import OPTIMIZER_STATE_BYTES, PRECISIONS, GpuModel, Workload
 from preflight.errors import PreflightError
 
 IMG_STRIDE = 32             # YOLOv9 rounds --img up to a multiple of its largest stride
 CATALOG_RESERVED = 0.005    # share of an idle catalog GPU's memory the driver keeps (0.43% measured on the H200)
 DEFAULT_PRECISION = {"train": "amp", "inference": "fp32"}  # train_dual.py uses AMP; detect_dual.py FP32 unless --half
 PRECISION_WORDS = {"amp": "AMP", "fp32": "FP32", "fp16": "FP16"}
+DEFAULT_OPTIMIZER = "SGD"   # train.py and train_dual.py's default (--optimizer)
+DEFAULT_BATCH = {"train": 16, "inference": 1}  # train_dual.py's --batch-size default; detect_dual.py runs one image
+VALIDATION_BATCH_FACTOR = 2  # train.py / train_dual.py validate at twice the training batch
 
 
 def precision_for(task: str, fp32: bool = False, half: bool = False) -> str:
@@ -35,13 +38,17 @@ def precision_for(task: str, fp32: bool = False, half: bool = False) -> str:
 
 
 def make_request(workloads: Dict[str, Workload], workload_id: str, task: str, precision: str, batch: Optional[int],
-                 imgsz: int) -> Dict[str, Any]:
+                 imgsz: int, optimizer: str = DEFAULT_OPTIMIZER) -> Dict[str, Any]:
     """Validate a request (exit 2 on bad input) and gather what estimating it needs."""
     if workload_id not in workloads:
         from preflight.engine.fields import close_matches
 
-        raise PreflightError("unknown workload '%s'%s" % (workload_id, close_matches(workload_id, workloads)),
+        raise PreflightError("unknown workload '%s'%s: the capacity model covers the YOLOv9 (dual-head) and GELAN "
+                             "detection models only, not segmentation, panoptic or other repositories' models"
+                             % (workload_id, close_matches(workload_id, workloads)),
                              "workloads: %s" % ", ".join(sorted(workloads)))
+    if optimizer not in OPTIMIZER_STATE_BYTES:
+        raise PreflightError("--optimizer must be one of %s, got %r" % (", ".join(OPTIMIZER_STATE_BYTES), optimizer))
     workload = workloads[workload_id]
     if batch is not None and batch < 1:
         hint = ("with --batch-size -1 YOLOv9 picks the batch itself; preflight plan shows the largest batch that fits"
@@ -70,10 +77,18 @@ def make_request(workloads: Dict[str, Workload], workload_id: str, task: str, pr
     if batch and estimate.measured_batches and batch > estimate.measured_batches[-1]:
         notes.append("extrapolated: batch %d is above the largest measured batch (%d); memory grows linearly with it"
                      % (batch, estimate.measured_batches[-1]))
+    fixed = estimate.fixed_bytes
+    if task == "train" and workload.parameters:
+        # The estimate's fixed part holds the measured optimizer's state; the run's may keep more or less.
+        fixed += (OPTIMIZER_STATE_BYTES[optimizer] - OPTIMIZER_STATE_BYTES[workload.optimizer]) * workload.parameters
+    derived = estimate.extrapolated.startswith("derived")
     return {
         "id": workload.id, "title": workload.title, "task": task, "precision": precision, "batch": batch,
-        "imgsz": rounded, "fixed_bytes": estimate.fixed_bytes, "per_image_bytes": estimate.per_image_bytes,
+        "imgsz": rounded, "fixed_bytes": fixed, "per_image_bytes": estimate.per_image_bytes,
+        "validation_per_image_bytes": estimate.validation_per_image_bytes if task == "train" else 0,
+        "optimizer": optimizer if task == "train" else None,
         "margin": workload.margin, "reference_imgsz": workload.reference_imgsz, "measured_on": workload.measured_on,
+        "basis": "derived" if derived else ("extrapolated" if estimate.extrapolated else "measured"),
         "notes": notes,
     }
 
@@ -88,16 +103,31 @@ def per_gpu_batch(batch: int, gpus: int) -> int:
     return int(math.ceil(batch / max(1, gpus)))
 
 
+def _per_image(request: Dict[str, Any], with_validation: bool = True) -> float:
+    """Bytes per image at the reference size: the training step's, plus (for a whole run) what the validation
+    pass at twice the batch adds on top."""
+    validation = request.get("validation_per_image_bytes", 0) * VALIDATION_BATCH_FACTOR if with_validation else 0
+    return request["per_image_bytes"] + validation
+
+
 def required_bytes(request: Dict[str, Any], batch: int, imgsz: Optional[int] = None) -> int:
+    """The whole run's peak per GPU: for training, the training steps and the validation pass after them."""
     imgsz = imgsz or request["imgsz"]
     scale = (imgsz / request["reference_imgsz"]) ** 2
-    return int(round((request["fixed_bytes"] + request["per_image_bytes"] * batch * scale) * (1 + request["margin"])))
+    return int(round((request["fixed_bytes"] + _per_image(request) * batch * scale) * (1 + request["margin"])))
+
+
+def training_bytes(request: Dict[str, Any], batch: int, imgsz: Optional[int] = None) -> int:
+    """The training steps alone (what the first epoch shows, before any validation)."""
+    imgsz = imgsz or request["imgsz"]
+    scale = (imgsz / request["reference_imgsz"]) ** 2
+    return int(round((request["fixed_bytes"] + _per_image(request, False) * batch * scale) * (1 + request["margin"])))
 
 
 def max_batch(request: Dict[str, Any], available: int, imgsz: Optional[int] = None) -> int:
-    """The largest batch per GPU that fits in ``available`` bytes (0: not even one image)."""
+    """The largest batch per GPU whose whole run fits in ``available`` bytes (0: not even one image)."""
     imgsz = imgsz or request["imgsz"]
-    per_image = request["per_image_bytes"] * (imgsz / request["reference_imgsz"]) ** 2
+    per_image = _per_image(request) * (imgsz / request["reference_imgsz"]) ** 2
     room = available / (1 + request["margin"]) - request["fixed_bytes"]
     if room < per_image:
         return 0
@@ -113,7 +143,7 @@ def largest_imgsz(request: Dict[str, Any], batch: int, available: int) -> Option
     if room <= 0 or batch < 1:
         return None
     # Solve fixed + per_image * batch * (size / reference)^2 <= room for size, then check the edge.
-    size = request["reference_imgsz"] * math.sqrt(room / (request["per_image_bytes"] * batch))
+    size = request["reference_imgsz"] * math.sqrt(room / (_per_image(request) * batch))
     size = min(request["imgsz"], int(size // IMG_STRIDE) * IMG_STRIDE)
     while size >= IMG_STRIDE and required_bytes(request, batch, size) > available:  # rounding: a step or two
         size -= IMG_STRIDE

@@ -41,8 +41,10 @@ class Plan(NamedTuple):
         return {
             "schema": "preflight.plan/1",
             "workload": {"id": r["id"], "title": r["title"], "task": r["task"], "precision": r["precision"],
-                         "imgsz": r["imgsz"], "batch": r["batch"]},
+                         "imgsz": r["imgsz"], "batch": r["batch"], "optimizer": r.get("optimizer")},
             "estimate": {"batch": self.batch, "required_bytes": estimate.required_bytes(r, self.batch),
+                         "training_bytes": estimate.training_bytes(r, self.batch),
+                         "basis": r.get("basis", "measured"),
                          "margin": r["margin"], "measured_on": r["measured_on"], "notes": r["notes"]},
             "gpus": [row.to_json() for row in self.rows],
             "smallest_fitting": self.smallest,

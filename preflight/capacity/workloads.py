@@ -36,9 +36,12 @@ if TYPE_CHECKING:  # the loader reaches this module through the facts catalog: a
 
 PRECISIONS = {"train": ("amp", "fp32"), "inference": ("fp16", "fp32")}
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_WORKLOAD_KEYS = {"id", "title", "parameters", "measured_on", "source", "margin", "reference_imgsz", "estimate"}
+_WORKLOAD_KEYS = {"id", "title", "parameters", "measured_on", "source", "margin", "reference_imgsz", "estimate",
+                  "optimizer"}
 _ESTIMATE_KEYS = {"task", "precision", "fixed_bytes", "per_image_bytes", "measured_batches", "measured_imgsz",
-                  "extrapolated"}
+                  "extrapolated", "validation_per_image_bytes"}
+# Bytes of optimizer state per parameter (FP32 buffers): SGD with momentum keeps one, Adam and AdamW two.
+OPTIMIZER_STATE_BYTES = {"SGD": 4, "Adam": 8, "AdamW": 8}
 _GPU_KEYS = {"id", "name", "memory_mib", "compute_capability", "source"}
 
 
@@ -50,6 +53,7 @@ class Estimate(NamedTuple):
     measured_batches: List[int]
     measured_imgsz: List[int]
     extrapolated: str
+    validation_per_image_bytes: int = 0  # training: what each validation image adds to the run's peak
 
 
 class Workload(NamedTuple):
@@ -62,6 +66,7 @@ class Workload(NamedTuple):
     reference_imgsz: int
     estimates: Dict[Tuple[str, str], Estimate]
     origin: str
+    optimizer: str = "AdamW"  # the optimizer the training estimates were measured with
 
 
 class GpuModel(NamedTuple):
@@ -125,10 +130,15 @@ def build_workload(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Workload
         estimates[(task, precision)] = Estimate(
             task, precision, _int(entry, table, "fixed_bytes", 0), _int(entry, table, "per_image_bytes", 1),
             _int_list(entry, table, "measured_batches"), _int_list(entry, table, "measured_imgsz"),
-            sub.string("extrapolated"))
+            sub.string("extrapolated"),
+            _int(entry, table, "validation_per_image_bytes", 0) if "validation_per_image_bytes" in table else 0)
+    optimizer = entry.string("optimizer", default="AdamW")
+    if optimizer not in OPTIMIZER_STATE_BYTES:
+        raise entry.error("'optimizer' must be one of %s, found %r" % (", ".join(OPTIMIZER_STATE_BYTES), optimizer))
     return Workload(entry.entry_id, entry.string("title", default=entry.entry_id), _int(entry, raw, "parameters", 1, False),
                     entry.string("measured_on", required=True), entry.string("source"), float(margin),
-                    _int(entry, raw, "reference_imgsz", 32) if "reference_imgsz" in raw else 640, estimates, path)
+                    _int(entry, raw, "reference_imgsz", 32) if "reference_imgsz" in raw else 640, estimates, path,
+                    optimizer)
 
 
 def build_gpu(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> GpuModel:

@@ -108,9 +108,9 @@ def expected_gpus(options: CheckOptions, facts: Dict[str, Any], node=None, confi
 def workload_request(ruleset: loader.RuleSet, wanted: WorkloadOptions) -> Dict[str, Any]:
     from preflight.capacity import estimate
 
-    batch = wanted.batch if wanted.batch is not None else (16 if wanted.task == "train" else 1)
+    batch = wanted.batch if wanted.batch is not None else estimate.DEFAULT_BATCH[wanted.task]
     return estimate.make_request(ruleset.workloads, wanted.workload, wanted.task, wanted.precision, batch,
-                                 wanted.imgsz)
+                                 wanted.imgsz, wanted.optimizer)
 
 
 def attach_workload(request: Dict[str, Any], facts: Dict[str, Any], ruleset: loader.RuleSet) -> None:
@@ -119,6 +119,10 @@ def attach_workload(request: Dict[str, Any], facts: Dict[str, Any], ruleset: loa
 
     visible = (facts.get("visibility") or {}).get("count") or 1
     request = dict(request, gpus=visible, per_gpu_batch=estimate.per_gpu_batch(request["batch"], visible))
+    if visible > 1:
+        request["notes"] = request["notes"] + [
+            "split over %d GPUs as torchrun (DDP) does; with --device 0,1,... but no torchrun the trainers use "
+            "DataParallel, and GPU 0 holds more than its share" % visible]
     if request["batch"] % visible:
         request["notes"] = request["notes"] + [
             "batch %d does not divide by %d GPUs; train_dual.py needs a multiple of the GPU count under DDP"

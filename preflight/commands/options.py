@@ -30,6 +30,7 @@ class _Workload(NamedTuple):
     batch: Optional[int]
     imgsz: int
     precision: str
+    optimizer: str
 
 
 class WorkloadOptions(_Workload):
@@ -38,10 +39,10 @@ class WorkloadOptions(_Workload):
     __slots__ = ()
 
     def __new__(cls, workload: str, task: str = "train", batch: Optional[int] = None, imgsz: int = 640,
-                fp32: bool = False, half: bool = False) -> "WorkloadOptions":
+                fp32: bool = False, half: bool = False, optimizer: str = "SGD") -> "WorkloadOptions":
         from preflight.capacity.estimate import precision_for
 
-        return super().__new__(cls, workload, task, batch, imgsz, precision_for(task, fp32, half))
+        return super().__new__(cls, workload, task, batch, imgsz, precision_for(task, fp32, half), optimizer)
 
 
 class _Check(NamedTuple):

@@ -13,9 +13,7 @@ def run(options: CheckOptions, gpu_filters: List[str], warn: common.Warn = None)
     from preflight.capacity import planning
 
     ruleset = common.load_rules(options.rules_paths, warn, capacity=True)
-    request = common.workload_request(ruleset, options.workload)
-    if options.workload.batch is None:
-        request["batch"] = None
+    request = common.workload_request(ruleset, options.workload)  # the trainers' default batch when none is given
     snapshot, _ = common.snapshot(options, {"nvml"}, [])
     return planning.plan(request, ruleset, snapshot, gpu_filters)
 

@@ -15,13 +15,26 @@ def _gib(value: int) -> str:
 
 def _heading(plan: Plan) -> list:
     r = plan.request
-    batch = "batch %d" % plan.batch if r["batch"] else "batch 1 (give --batch for another)"
-    lines = ["%s %s (%s), %s, --img %d: about %s per GPU" % (
-        r["id"], r["task"], estimate.PRECISION_WORDS[r["precision"]], batch, r["imgsz"],
+    batch = "batch %d" % plan.batch
+    optimizer = ", %s" % r["optimizer"] if r.get("optimizer") else ""
+    lines = ["%s %s (%s%s), %s, --img %d: about %s per GPU" % (
+        r["id"], r["task"], estimate.PRECISION_WORDS[r["precision"]], optimizer, batch, r["imgsz"],
         _gib(estimate.required_bytes(r, plan.batch)))]
-    lines.append("estimate: measured peak memory fitted linearly in batch and pixels, plus a %d%% margin; "
-                 "measured on %s" % (round(r["margin"] * 100), r["measured_on"]))
+    if r["task"] == "train":
+        lines.append("training steps need %s; with the validation pass after each epoch (twice the batch, FP16) up "
+                     "to %s: fits and the largest batch use the latter" % (
+                         _gib(estimate.training_bytes(r, plan.batch)), _gib(estimate.required_bytes(r, plan.batch))))
+    basis = {"measured": "measured", "extrapolated": "extrapolated from measured models",
+             "derived": "derived from the measured dual-head model (not measured itself)"}[r.get("basis", "measured")]
+    lines.append("estimate: %s; peak memory linear in batch and pixels, plus a %d%% margin; measured on %s; assumes "
+                 "a typical number of objects per image (dense datasets need more)" % (
+                     basis, round(r["margin"] * 100), r["measured_on"]))
     lines += ["note: %s" % note for note in r["notes"]]
+    import os
+
+    if os.name == "nt":
+        lines.append("note: on Windows (WDDM) a run over its GPU memory may spill into system memory and slow down or "
+                     "crash without an out-of-memory message")
     return lines
 
 
