@@ -107,8 +107,10 @@ def check_group(default_profile: str = "train", expect_gpus: Optional[str] = Non
 
 CHECK = check_group()
 
+MAX_OBJECTS_HELP = ("Training on dense data: the most labelled objects in one image (the loss pads every image of "
+                    "a batch to its most). Without it the estimate assumes a typical count (8, as measured).")
 WORKLOAD = [
-    click.option("--workload", metavar="ID", help="Size a workload against free GPU memory (yolov9-t, -s, -m, -c, -e)."),
+    click.option("--workload", metavar="ID", help="Size a workload against free GPU memory (yolov9-t ... yolov9-e, gelan-t ... gelan-e)."),
     click.option("--task", type=click.Choice(["train", "inference"]),
                  help="What the workload does [default: train, or inference with --profile inference]."),
     click.option("--batch", type=int, metavar="N", help="Total batch size (under DDP split across the GPUs) "
@@ -119,6 +121,7 @@ WORKLOAD = [
     click.option("--optimizer", type=click.Choice(["SGD", "Adam", "AdamW"]), default="SGD", show_default=True,
                  help="Training optimizer (train.py/train_dual.py --optimizer): Adam and AdamW keep 4 more bytes of "
                       "state per parameter than SGD."),
+    click.option("--max-objects", type=int, metavar="N", help=MAX_OBJECTS_HELP),
 ]
 OUTPUT = click.option("--output", metavar="FILE", help="Write to FILE instead of standard output ('-'): a regular "
                       "file is replaced atomically (links are followed); a device or pipe is written in place.")
@@ -141,12 +144,14 @@ def _workload(values: Dict[str, Any], profile: str):
                                         ("--half", "half")) if values.get(key)]
         if values.get("optimizer", "SGD") != "SGD":
             given.append("--optimizer")
+        if values.get("max_objects") is not None:
+            given.append("--max-objects")
         if given or values.get("imgsz", 640) != 640:
             raise click.UsageError("%s only mean something with --workload" % ", ".join(given or ["--img"]))
         return None
     task = values["task"] or ("inference" if profile == "inference" else "train")
     return WorkloadOptions(values["workload"], task, values["batch"], values["imgsz"], values["fp32"], values["half"],
-                           values.get("optimizer", "SGD"))
+                           values.get("optimizer", "SGD"), values.get("max_objects"))
 
 
 def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
@@ -302,7 +307,7 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 
 
 @cli.command()
-@click.option("--workload", required=True, metavar="ID", help="The workload (yolov9-t, -s, -m, -c, -e, or your own).")
+@click.option("--workload", required=True, metavar="ID", help="The workload (yolov9-t ... yolov9-e, gelan-t ... gelan-e, or your own).")
 @click.option("--task", type=click.Choice(["train", "inference"]), default="train", show_default=True)
 @click.option("--batch", type=int, metavar="N", help="Batch size per GPU [default: 16 to train, as train.py and "
               "train_dual.py; 1 for inference]; the largest that fits is shown too.")
@@ -311,8 +316,13 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @click.option("--half", is_flag=True, help="Inference in FP16 (detect_dual.py --half).")
 @click.option("--optimizer", type=click.Choice(["SGD", "Adam", "AdamW"]), default="SGD", show_default=True,
               help="Training optimizer (train.py/train_dual.py --optimizer).")
+@click.option("--max-objects", type=int, metavar="N", help=MAX_OBJECTS_HELP)
 @click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME",
               help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
+@click.option("--gpu-memory", metavar="SIZE", help="Plan for one GPU that is not in the catalog: its total memory "
+              "as nvidia-smi shows it (6GiB, 6144MiB); usable memory is estimated at 97% of it.")
+@click.option("--cc", "compute_capability", metavar="X.Y", help="With --gpu-memory: that GPU's compute capability "
+              "(8.6), to say whether PyTorch supports its architecture.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
               show_default=True)
 @OUTPUT
@@ -322,13 +332,18 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS")
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
               help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
-@check_options(consume=("workload", "task", "batch", "imgsz", "fp32", "half", "optimizer", "facts_file", "nvml_fixture",
-                        "timeout", "rules_paths"))
-def plan(options, gpu_filters, output_format, output) -> int:
+@check_options(consume=("workload", "task", "batch", "imgsz", "fp32", "half", "optimizer", "max_objects", "facts_file",
+                        "nvml_fixture", "timeout", "rules_paths"))
+def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, output) -> int:
     """Will a workload fit, and which GPU to use: memory needed, whether it fits, and the largest batch, per GPU."""
     from preflight.commands import plan as command
 
-    return command.main(options, list(gpu_filters), _shown(output_format, output), _warn)
+    if compute_capability is not None and gpu_memory is None:
+        raise click.UsageError("--cc describes the GPU --gpu-memory gives; add --gpu-memory SIZE")
+    if gpu_memory is not None and gpu_filters:
+        raise click.UsageError("--gpu-memory plans for that GPU alone; leave out --gpu")
+    custom = command.custom_gpu(gpu_memory, compute_capability) if gpu_memory is not None else None
+    return command.main(options, list(gpu_filters), _shown(output_format, output), _warn, custom)
 
 
 @cli.command("exec", context_settings={"allow_interspersed_args": False})

@@ -14,12 +14,22 @@ from preflight.capacity.workloads import OPTIMIZER_STATE_BYTES, PRECISIONS, GpuM
 from preflight.errors import PreflightError
 
 IMG_STRIDE = 32             # YOLOv9 rounds --img up to a multiple of its largest stride
-CATALOG_RESERVED = 0.005    # share of an idle catalog GPU's memory the driver keeps (0.43% measured on the H200)
 DEFAULT_PRECISION = {"train": "amp", "inference": "fp32"}  # train_dual.py uses AMP; detect_dual.py FP32 unless --half
 PRECISION_WORDS = {"amp": "AMP", "fp32": "FP32", "fp16": "FP16"}
 DEFAULT_OPTIMIZER = "SGD"   # train.py and train_dual.py's default (--optimizer)
 DEFAULT_BATCH = {"train": 16, "inference": 1}  # train_dual.py's --batch-size default; detect_dual.py runs one image
 VALIDATION_BATCH_FACTOR = 2  # train.py / train_dual.py validate at twice the training batch
+
+# Objects per image. The loss's task-aligned assigner (utils/tal/assigner.py) pads every image of a batch to the
+# batch's largest label count n and builds (batch, n, anchors) tensors; its peak is F.one_hot(topk_idxs, anchors)
+# in int64 (8 bytes x topk per cell), its sum (8) and four FP32 metrics and masks alive beside it (16).
+# utils/loss_tal.py sets topk from YOLOM, 10 by default. The H200 measurement used MEASURED_OBJECTS boxes per
+# image, so its figures hold that many; the validation pass computes the same loss at twice the batch.
+ASSIGNER_TOPK = 10
+ASSIGNER_BYTES_PER_CELL = 8 * ASSIGNER_TOPK + 8 + 16
+ANCHOR_STRIDES = (8, 16, 32)  # YOLOv9's detection strides: anchors = sum of (imgsz / stride)^2
+MEASURED_OBJECTS = 8
+MAX_OBJECTS = 100_000
 
 
 def precision_for(task: str, fp32: bool = False, half: bool = False) -> str:
@@ -37,8 +47,18 @@ def precision_for(task: str, fp32: bool = False, half: bool = False) -> str:
     return DEFAULT_PRECISION[task]
 
 
+def anchors(imgsz: int) -> int:
+    """Anchor points of a square image: one per cell of each detection level."""
+    return sum((imgsz // stride) ** 2 for stride in ANCHOR_STRIDES)
+
+
+def object_bytes(objects: int) -> int:
+    """The assigner's peak per image at the reference size (640) for ``objects`` labels in an image."""
+    return objects * anchors(640) * ASSIGNER_BYTES_PER_CELL
+
+
 def make_request(workloads: Dict[str, Workload], workload_id: str, task: str, precision: str, batch: Optional[int],
-                 imgsz: int, optimizer: str = DEFAULT_OPTIMIZER) -> Dict[str, Any]:
+                 imgsz: int, optimizer: str = DEFAULT_OPTIMIZER, max_objects: Optional[int] = None) -> Dict[str, Any]:
     """Validate a request (exit 2 on bad input) and gather what estimating it needs."""
     if workload_id not in workloads:
         from preflight.engine.fields import close_matches
@@ -50,6 +70,13 @@ def make_request(workloads: Dict[str, Workload], workload_id: str, task: str, pr
     if optimizer not in OPTIMIZER_STATE_BYTES:
         raise PreflightError("--optimizer must be one of %s, got %r" % (", ".join(OPTIMIZER_STATE_BYTES), optimizer))
     workload = workloads[workload_id]
+    if max_objects is not None:
+        if task != "train":
+            raise PreflightError("--max-objects is for training: the loss's assigner holds every label, inference "
+                                 "does not see labels")
+        if not 1 <= max_objects <= MAX_OBJECTS:
+            raise PreflightError("--max-objects must be from 1 to %d labels in one image, got %d"
+                                 % (MAX_OBJECTS, max_objects), "the most labelled objects in one training image")
     if batch is not None and batch < 1:
         hint = ("with --batch-size -1 YOLOv9 picks the batch itself; preflight plan shows the largest batch that fits"
                 if batch == -1 else "give the batch size the run will use, 1 or more")
@@ -82,15 +109,38 @@ def make_request(workloads: Dict[str, Workload], workload_id: str, task: str, pr
         # The estimate's fixed part holds the measured optimizer's state; the run's may keep more or less.
         fixed += (OPTIMIZER_STATE_BYTES[optimizer] - OPTIMIZER_STATE_BYTES[workload.optimizer]) * workload.parameters
     derived = estimate.extrapolated.startswith("derived")
+    objects_train = objects_validation = 0
+    if task == "train" and max_objects is not None:
+        objects_train = object_bytes(max(0, max_objects - MEASURED_OBJECTS))
+        objects_validation = object_bytes(max_objects)
+        notes.append("up to %d objects in an image: the loss's assigner pads every image of a batch to its most "
+                     "labelled one, which adds %s per image at 640 to the training steps and %s per image to the "
+                     "validation pass" % (max_objects, _mib(objects_train), _mib(objects_validation)))
     return {
         "id": workload.id, "title": workload.title, "task": task, "precision": precision, "batch": batch,
         "imgsz": rounded, "fixed_bytes": fixed, "per_image_bytes": estimate.per_image_bytes,
         "validation_per_image_bytes": estimate.validation_per_image_bytes if task == "train" else 0,
         "optimizer": optimizer if task == "train" else None,
+        "max_objects": max_objects, "object_bytes_per_image": objects_train,
+        "validation_object_bytes_per_image": objects_validation,
         "margin": workload.margin, "reference_imgsz": workload.reference_imgsz, "measured_on": workload.measured_on,
         "basis": "derived" if derived else ("extrapolated" if estimate.extrapolated else "measured"),
         "notes": notes,
     }
+
+
+def setup_words(request: Dict[str, Any]) -> str:
+    """How the run is set up, for messages: "AMP, SGD", "AMP, SGD, up to 200 objects in an image", "FP16"."""
+    words = [PRECISION_WORDS[request["precision"]]]
+    if request.get("optimizer"):
+        words.append(request["optimizer"])
+    if request.get("max_objects"):
+        words.append("up to %d objects in an image" % request["max_objects"])
+    return ", ".join(words)
+
+
+def _mib(value: int) -> str:
+    return "%d MiB" % round(value / 2**20)
 
 
 MAX_BATCH = 1_000_000   # images in one batch; far beyond any GPU, small enough to compute with
@@ -105,9 +155,12 @@ def per_gpu_batch(batch: int, gpus: int) -> int:
 
 def _per_image(request: Dict[str, Any], with_validation: bool = True) -> float:
     """Bytes per image at the reference size: the training step's, plus (for a whole run) what the validation
-    pass at twice the batch adds on top."""
-    validation = request.get("validation_per_image_bytes", 0) * VALIDATION_BATCH_FACTOR if with_validation else 0
-    return request["per_image_bytes"] + validation
+    pass at twice the batch adds on top; both with the assigner's share for dense images (--max-objects)."""
+    training = request["per_image_bytes"] + request.get("object_bytes_per_image", 0)
+    if not with_validation:
+        return training
+    validation = request.get("validation_per_image_bytes", 0) + request.get("validation_object_bytes_per_image", 0)
+    return training + validation * VALIDATION_BATCH_FACTOR
 
 
 def required_bytes(request: Dict[str, Any], batch: int, imgsz: Optional[int] = None) -> int:
@@ -159,7 +212,8 @@ def gpus_needed(request: Dict[str, Any], batch: int, available: int, most: int =
 
 
 def catalog_available(gpu: GpuModel) -> int:
-    return int(gpu.memory_bytes * (1 - CATALOG_RESERVED))
+    """What a job can allocate on an idle catalog GPU: its usable memory (reported, or estimated from the total)."""
+    return gpu.usable_bytes
 
 
 def fitting_gpus(request: Dict[str, Any], batch: int, gpus: Iterable[GpuModel]) -> List[GpuModel]:

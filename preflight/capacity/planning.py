@@ -6,6 +6,7 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 from preflight.engine.loader import RuleSet
 from preflight.capacity import estimate
+from preflight.capacity.workloads import GpuModel
 from preflight.errors import PreflightError
 from preflight.facts.registry import SnapshotView, Unknown
 
@@ -21,12 +22,14 @@ class Row(NamedTuple):
     required_bytes: int
     fits: bool
     max_batch: int
+    usable: str = "free now"  # catalog and custom GPUs: "reported" or "estimated" usable memory
+    ecc: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {"name": self.name, "source": self.source, "subject": self.subject, "memory_bytes": self.memory_bytes,
-                "available_bytes": self.available_bytes, "compute_capability": self.compute_capability,
-                "arch_supported": self.arch, "required_bytes": self.required_bytes, "fits": self.fits,
-                "max_batch": self.max_batch}
+                "available_bytes": self.available_bytes, "available_basis": self.usable, "ecc": self.ecc,
+                "compute_capability": self.compute_capability, "arch_supported": self.arch,
+                "required_bytes": self.required_bytes, "fits": self.fits, "max_batch": self.max_batch}
 
 
 class Plan(NamedTuple):
@@ -44,6 +47,7 @@ class Plan(NamedTuple):
                          "imgsz": r["imgsz"], "batch": r["batch"], "optimizer": r.get("optimizer")},
             "estimate": {"batch": self.batch, "required_bytes": estimate.required_bytes(r, self.batch),
                          "training_bytes": estimate.training_bytes(r, self.batch),
+                         "max_objects": r.get("max_objects"),
                          "basis": r.get("basis", "measured"),
                          "margin": r["margin"], "measured_on": r["measured_on"], "notes": r["notes"]},
             "gpus": [row.to_json() for row in self.rows],
@@ -79,17 +83,20 @@ def _chosen(gpus, filters: List[str]):
     return sorted(chosen, key=lambda g: g.memory_mib)
 
 
-def plan(request: Dict[str, Any], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], filters: List[str]) -> Plan:
+def plan(request: Dict[str, Any], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], filters: List[str],
+         custom: Optional[GpuModel] = None) -> Plan:
+    """Every catalog GPU (or those ``filters`` name) and this machine's; or ``custom`` alone."""
     batch = request["batch"] or 1
     required = estimate.required_bytes(request, batch)
     rule = ruleset.rules.get("gpu.compute_capability")
     catalog = sorted(ruleset.gpus.values(), key=lambda g: g.memory_mib)
     rows = []
-    for gpu in _chosen(catalog, filters):
+    for gpu in [custom] if custom is not None else _chosen(catalog, filters):
         available = estimate.catalog_available(gpu)
-        rows.append(Row(gpu.name, "catalog", gpu.id, gpu.memory_bytes, available, gpu.compute_capability,
-                        _arch(rule, gpu.compute_capability), required, required <= available,
-                        estimate.max_batch(request, available)))
+        cc = gpu.compute_capability or None
+        rows.append(Row(gpu.name, "custom" if gpu is custom else "catalog", gpu.id, gpu.memory_bytes, available, cc,
+                        _arch(rule, cc), required, required <= available, estimate.max_batch(request, available),
+                        gpu.usable_basis, None if gpu is custom else gpu.ecc))
     machine_rows, note = _this_machine(request, batch, required, rule, snapshot)
     smallest = [g.name for g in estimate.fitting_gpus(request, batch, catalog)[:3]]
     return Plan(request, batch, rows + machine_rows, smallest, note)

@@ -110,7 +110,7 @@ def workload_request(ruleset: loader.RuleSet, wanted: WorkloadOptions) -> Dict[s
 
     batch = wanted.batch if wanted.batch is not None else estimate.DEFAULT_BATCH[wanted.task]
     return estimate.make_request(ruleset.workloads, wanted.workload, wanted.task, wanted.precision, batch,
-                                 wanted.imgsz, wanted.optimizer)
+                                 wanted.imgsz, wanted.optimizer, wanted.max_objects)
 
 
 def attach_workload(request: Dict[str, Any], facts: Dict[str, Any], ruleset: loader.RuleSet) -> None:

@@ -31,18 +31,22 @@ class _Workload(NamedTuple):
     imgsz: int
     precision: str
     optimizer: str
+    max_objects: Optional[int]
 
 
 class WorkloadOptions(_Workload):
-    """A workload to size: --workload, --task, --batch, --img, and the precision --fp32/--half give."""
+    """A workload to size: --workload, --task, --batch, --img, the precision --fp32/--half give, --optimizer and
+    --max-objects."""
 
     __slots__ = ()
 
     def __new__(cls, workload: str, task: str = "train", batch: Optional[int] = None, imgsz: int = 640,
-                fp32: bool = False, half: bool = False, optimizer: str = "SGD") -> "WorkloadOptions":
+                fp32: bool = False, half: bool = False, optimizer: str = "SGD",
+                max_objects: Optional[int] = None) -> "WorkloadOptions":
         from preflight.capacity.estimate import precision_for
 
-        return super().__new__(cls, workload, task, batch, imgsz, precision_for(task, fp32, half), optimizer)
+        return super().__new__(cls, workload, task, batch, imgsz, precision_for(task, fp32, half), optimizer,
+                               max_objects)
 
 
 class _Check(NamedTuple):

@@ -237,7 +237,12 @@ def _with_machine_gpu(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dic
         total = (facts.gpu(visible[0]).get("memory") or {}).get("total") if visible else None
     except Unknown:
         return run
-    return dict(run, **{RUN_PREFIX + "gpu_mib": str(int(total) // (1 << 20))}) if total else run
+    if not total:
+        return run
+    from preflight.capacity.workloads import ESTIMATED_USABLE
+
+    # NVML's total is more than a process gets; the log's banner (when there is one) prints the usable figure
+    return dict(run, **{RUN_PREFIX + "gpu_mib": str(int(int(total) * ESTIMATED_USABLE) // (1 << 20))})
 
 
 def _oom_values(ruleset: RuleSet, run: Dict[str, str]) -> Dict[str, str]:
@@ -260,7 +265,7 @@ def _oom_values(ruleset: RuleSet, run: Dict[str, str]) -> Dict[str, str]:
         request = estimate.make_request(ruleset.workloads, workload, "train", "amp", None, imgsz)
     except Exception:  # an image size or workload the model cannot size: no number rather than a wrong one
         return values
-    available = int(int(mib) * (1 << 20) * (1 - estimate.CATALOG_RESERVED))
+    available = int(mib) * (1 << 20)  # the banner prints PyTorch's total_memory: what the process could allocate
     fit = estimate.max_batch(request, available)
     values.update(fit_workload=workload, fit_imgsz=str(request["imgsz"]), fit_gpu_mib=mib)
     if fit >= 1:

@@ -329,7 +329,7 @@ def _workload_fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     smallest_run = estimate.largest_imgsz(request, 1, free)
     details = _gpu_memory("free")(facts, gpu)[1]
     details.update(
-        workload=request["id"], task=request["task"], precision_text=estimate.PRECISION_WORDS[request["precision"]],
+        workload=request["id"], task=request["task"], precision_text=estimate.setup_words(request),
         batch=request["batch"], per_gpu_batch=batch, gpus=request["gpus"], imgsz=request["imgsz"],
         required=units.format_bytes(required), free=units.format_bytes(free), max_batch=most, max_batch_total=most * request["gpus"],
         smaller_img=smaller or "none", smaller_img_batch1=smallest_run or "none", gpus_needed=needed,

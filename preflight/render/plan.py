@@ -26,9 +26,10 @@ def _heading(plan: Plan) -> list:
                          _gib(estimate.training_bytes(r, plan.batch)), _gib(estimate.required_bytes(r, plan.batch))))
     basis = {"measured": "measured", "extrapolated": "extrapolated from measured models",
              "derived": "derived from the measured dual-head model (not measured itself)"}[r.get("basis", "measured")]
-    lines.append("estimate: %s; peak memory linear in batch and pixels, plus a %d%% margin; measured on %s; assumes "
-                 "a typical number of objects per image (dense datasets need more)" % (
-                     basis, round(r["margin"] * 100), r["measured_on"]))
+    objects = "" if r["task"] != "train" or r.get("max_objects") else (
+        "; assumes a typical number of objects per image (for dense datasets give --max-objects)")
+    lines.append("estimate: %s; peak memory linear in batch and pixels, plus a %d%% margin; measured on %s%s" % (
+        basis, round(r["margin"] * 100), r["measured_on"], objects))
     lines += ["note: %s" % note for note in r["notes"]]
     import os
 
@@ -39,13 +40,20 @@ def _heading(plan: Plan) -> list:
 
 
 def _cells(row) -> list:
-    memory = _gib(row.memory_bytes) if row.source == "catalog" else "%s (%s free)" % (_gib(row.memory_bytes),
-                                                                                 _gib(row.available_bytes))
-    name = row.name if row.source == "catalog" else "this machine %s: %s" % (row.subject, row.name)
+    if row.source == "this machine":
+        memory = "%s (%s free)" % (_gib(row.memory_bytes), _gib(row.available_bytes))
+        name = "this machine %s: %s" % (row.subject, row.name)
+    else:
+        memory = "%s (%s%s usable)" % (_gib(row.memory_bytes), "~" if row.usable == "estimated" else "",
+                                       _gib(row.available_bytes))
+        name = row.name
     return [name, memory, row.compute_capability or "?", row.arch, "yes" if row.fits else "no", str(row.max_batch)]
 
 
 HEADERS = ["GPU", "memory", "cc", "architecture supported", "fits", "largest batch"]
+USABLE_NOTE = ("usable: what one process can allocate on the idle GPU, as PyTorch reports it in public logs, or ~ "
+               "estimated at 97% of the total; GDDR cards with ECC on lose 6.25% (the catalog says which state it "
+               "assumes)")
 
 
 def text(plan: Plan) -> str:
@@ -57,6 +65,7 @@ def text(plan: Plan) -> str:
     if plan.machine_note:
         lines.append("this machine: %s" % plan.machine_note)
     lines.append("")
+    lines.append(USABLE_NOTE)
     lines.append("smallest catalog GPUs that fit batch %d: %s" % (plan.batch, ", ".join(plan.smallest) or "none"))
     return "\n".join(lines)
 
@@ -69,7 +78,7 @@ def markdown(plan: Plan) -> str:
         lines.append("| %s |" % " | ".join(_cells(row)))
     if plan.machine_note:
         lines += ["", "this machine: %s" % plan.machine_note]
-    lines += ["", "Smallest catalog GPUs that fit batch %d: %s" % (plan.batch, ", ".join(plan.smallest) or "none")]
+    lines += ["", USABLE_NOTE[0].upper() + USABLE_NOTE[1:] + ".", "", "Smallest catalog GPUs that fit batch %d: %s" % (plan.batch, ", ".join(plan.smallest) or "none")]
     return "\n".join(lines)
 
 
