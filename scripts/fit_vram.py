@@ -261,6 +261,7 @@ def render(fitted) -> str:
             "parameters = %d" % fitted["params"][model],
             'measured_on = "%s"' % MEASURED_ON,
             'optimizer = "%s"' % MEASURED_OPTIMIZER,
+            'train_script = "%s"' % ("train_dual.py" if model in MODELS else "train.py"),
             ('source = "tests/fixtures/h200-vram.json (nvml_used_delta: the memory NVML saw the process use), '
              'fitted by scripts/fit_vram.py"' if model in MODELS else
              'source = "derived by scripts/fit_vram.py from tests/fixtures/h200-vram.json and '

@@ -400,3 +400,32 @@ def test_the_readme_capacity_table_is_the_scripts_output():
     assert len(rows) == len(RULESET.workloads)
     for row in rows:
         assert row in readme, "README's capacity table is stale: run scripts/capacity_table.py (%s)" % row
+
+
+def test_fix_commands_use_the_models_own_scripts_and_a_batch_one_gpu_holds():
+    report = run_json("check", "--select", "gpu.memory.workload", "--workload", "gelan-c", "--batch", "128",
+                      "--nvml-fixture", A100X2)
+    result = report["results"][0]
+    commands = result["fix"]["commands"]
+    per_gpu = result["message"].split("batch ")[-1].split(" per GPU")[0]
+    assert commands[0].startswith("python train.py --workers 8 --device 0 --batch-size %s " % per_gpu), commands[0]
+    assert "--cfg models/detect/gelan-c.yaml" in commands[0] and commands[1].startswith("torchrun ")
+    assert " train.py " in commands[1]
+    assert "(%d in all over the 2 GPUs under torchrun)" % (2 * int(per_gpu)) in result["fix"]["steps"][1]
+    assert "DataParallel" in result["fix"]["steps"][-1]  # --device 0,1 without torchrun: GPU 0 holds more
+    dual = run_json("check", "--select", "gpu.memory.workload", "--workload", "yolov9-c", "--batch", "64",
+                    "--nvml-fixture", RTX3060)["results"][0]["fix"]
+    assert dual["commands"][0].startswith("python train_dual.py ") and "in all over" not in dual["steps"][1]
+    inference = run_json("check", "--select", "gpu.memory.workload", "--workload", "gelan-e", "--task", "inference",
+                         "--batch", "4000", "--nvml-fixture", RTX3060)["results"][0]["fix"]
+    assert inference["commands"][0].startswith("python val.py ")
+
+
+def test_planning_on_windows_says_a_run_may_spill_into_system_memory(monkeypatch):
+    from preflight.capacity import planning
+    from preflight.render import plan as render
+
+    result = planning.plan(request("gelan-c", "train", "amp", 16), RULESET, None, ["t4"])
+    assert "WDDM" not in render.text(result) or __import__("os").name == "nt"
+    monkeypatch.setattr("os.name", "nt")
+    assert "on Windows (WDDM) a run over its GPU memory may spill into system memory" in render.text(result)

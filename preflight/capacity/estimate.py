@@ -120,7 +120,7 @@ def make_request(workloads: Dict[str, Workload], workload_id: str, task: str, pr
         "id": workload.id, "title": workload.title, "task": task, "precision": precision, "batch": batch,
         "imgsz": rounded, "fixed_bytes": fixed, "per_image_bytes": estimate.per_image_bytes,
         "validation_per_image_bytes": estimate.validation_per_image_bytes if task == "train" else 0,
-        "optimizer": optimizer if task == "train" else None,
+        "optimizer": optimizer if task == "train" else None, "train_script": workload.train_script,
         "max_objects": max_objects, "object_bytes_per_image": objects_train,
         "validation_object_bytes_per_image": objects_validation,
         "margin": workload.margin, "reference_imgsz": workload.reference_imgsz, "measured_on": workload.measured_on,

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the loader reaches this module through the facts catalog: a
 PRECISIONS = {"train": ("amp", "fp32"), "inference": ("fp16", "fp32")}
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _WORKLOAD_KEYS = {"id", "title", "parameters", "measured_on", "source", "margin", "reference_imgsz", "estimate",
-                  "optimizer"}
+                  "optimizer", "train_script"}
 _ESTIMATE_KEYS = {"task", "precision", "fixed_bytes", "per_image_bytes", "measured_batches", "measured_imgsz",
                   "extrapolated", "validation_per_image_bytes"}
 # Bytes of optimizer state per parameter (FP32 buffers): SGD with momentum keeps one, Adam and AdamW two.
@@ -75,6 +75,7 @@ class Workload(NamedTuple):
     estimates: Dict[Tuple[str, str], Estimate]
     origin: str
     optimizer: str = "AdamW"  # the optimizer the training estimates were measured with
+    train_script: str = "train_dual.py"  # what trains it in WongKinYiu/yolov9 (GELAN: train.py)
 
 
 class GpuModel(NamedTuple):
@@ -160,7 +161,7 @@ def build_workload(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Workload
     return Workload(entry.entry_id, entry.string("title", default=entry.entry_id), _int(entry, raw, "parameters", 1, False),
                     entry.string("measured_on", required=True), entry.string("source"), float(margin),
                     _int(entry, raw, "reference_imgsz", 32) if "reference_imgsz" in raw else 640, estimates, path,
-                    optimizer)
+                    optimizer, entry.string("train_script", default="train_dual.py"))
 
 
 def build_gpu(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> GpuModel:

@@ -331,7 +331,11 @@ def _workload_fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     details.update(
         workload=request["id"], task=request["task"], precision_text=estimate.setup_words(request),
         batch=request["batch"], per_gpu_batch=batch, gpus=request["gpus"], imgsz=request["imgsz"],
-        required=units.format_bytes(required), free=units.format_bytes(free), max_batch=most, max_batch_total=most * request["gpus"],
+        required=units.format_bytes(required), free=units.format_bytes(free), max_batch=most,
+        max_batch_total=most * request["gpus"], train_script=request.get("train_script", "train_dual.py"),
+        val_script=request.get("train_script", "train_dual.py").replace("train", "val", 1),
+        max_batch_spread=(" (%d in all over the %d GPUs under torchrun)" % (most * request["gpus"], request["gpus"])
+                          if request["gpus"] > 1 else ""),
         smaller_img=smaller or "none", smaller_img_batch1=smallest_run or "none", gpus_needed=needed,
         device_list=",".join(str(i) for i in range(needed or 1)), bigger_gpus=", ".join(request["catalog_fits"][:3])
         or "none in the catalog", margin_text="%d%%" % round(request["margin"] * 100),
@@ -408,6 +412,7 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
          per_gpu=True, values=("fits", "train_too_big", "train_too_big_at_batch_1", "inference_too_big",
                                "inference_too_big_at_batch_1"),
          details=("gpu_name", "gpu_index", "gpu_processes", "workload", "task", "precision_text", "batch",
+                  "train_script", "val_script", "max_batch_spread",
                   "per_gpu_batch", "gpus", "imgsz", "required", "free", "max_batch", "max_batch_total", "smaller_img",
                   "smaller_img_batch1",
                   "gpus_needed", "device_list", "bigger_gpus", "margin_text", "measured_on", "estimate_notes"),
