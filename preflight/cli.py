@@ -64,9 +64,12 @@ PROBE = [
     click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
                  help="Replay a recorded machine's NVML answers (nvml-fixture/1 JSON) instead of asking the driver. "
                       "[env: PREFLIGHT_NVML_FIXTURE]"),
+    click.option("--kernel-log", metavar="FILE", help="Read Xid events from this captured kernel log (dmesg, "
+                 "journalctl -k, /var/log/kern.log) instead of this machine's."),
     click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS",
                  help="Deadline for all probing; a probe that has not answered by then is reported unknown."),
-    click.option("--no-cache", is_flag=True, help="Ask torch for its GPU architectures again instead of using the cache."),
+    click.option("--no-cache", is_flag=True, help="Ask torch for its GPU architectures again, and keep no GPU counter "
+                 "readings (PCIe replay and NVLink error rates need the last one), instead of using the cache."),
     click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
                  help="Add or override rules from a .toml file or a folder of them (repeatable)."),
 ]
@@ -179,7 +182,7 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
                 select=_split(values.get("select", ())), ignore=_split(values.get("ignore", ())),
                 settings=list(values.get("settings", ())), facts_file=values.get("facts_file"),
                 python=values.get("python"), nvml_fixture=values.get("nvml_fixture"),
-                timeout=values.get("timeout", 10.0), use_cache=not values.get("no_cache", False),
+                kernel_log=values.get("kernel_log"), timeout=values.get("timeout", 10.0), use_cache=not values.get("no_cache", False),
                 strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"),
                 config=values.get("config"), given=given)
             return function(**kwargs)

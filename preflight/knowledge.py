@@ -139,3 +139,17 @@ def min_driver_for_cuda(cuda: Tuple[int, int]) -> Optional[str]:
 
 def clock_event_names(mask: int) -> List[str]:
     return [name for bit, name in sorted(CLOCK_EVENT_REASONS.items()) if mask & bit]
+
+
+# Node-health limits. Source: NVIDIA DCGM's hardware limits (github.com/NVIDIA/DCGM,
+# dcgm_gpu_hardware_limits.h, used by its health watches and dcgmi diag): more than 8 PCIe replays a minute;
+# 60 retired pages (single- and double-bit together; 63 in later releases, which follow the field
+# diagnostic); any rise of the NVLink replay or recovery counters, and NVLink CRC errors at 100 a second.
+PCIE_REPLAYS_PER_MINUTE = 8
+RETIRED_PAGES_LIMIT = 60
+NVLINK_CRC_ERRORS_PER_SECOND = 100
+# A PCIe link lowers its generation at idle to save power; under load it should run at its top speed.
+# At this GPU utilization (percent) a lower generation is a degraded link, not power saving.
+PCIE_BUSY_UTILIZATION = 50
+# How old a counter reading may be and still give a rate (the previous check on this machine).
+COUNTER_HISTORY_MAX_AGE = 7 * 86400

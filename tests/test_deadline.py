@@ -48,7 +48,8 @@ def test_a_hung_nvml_call_is_abandoned_at_the_deadline():
         from preflight.engine.evaluate import evaluate
 
         rules = selection.choose(loader.load(), "node", [], [])
-        results = [r for r in evaluate(rules, snapshot) if r.id != "gpu.expected_count"]  # no count expected: skipped
+        # gpu.expected_count: no count expected (skipped); xid.*: the kernel log's probe did not run here
+        results = [r for r in evaluate(rules, snapshot) if r.id != "gpu.expected_count" and not r.id.startswith("xid.")]
         assert {r.status for r in results} == {"error"}
         assert all("deadline" in r.message for r in results)
     finally:

@@ -66,6 +66,7 @@ class _Check(NamedTuple):
     expect_gpus: Optional[str]
     config: Optional[str]
     given: FrozenSet[str]
+    kernel_log: Optional[str]
 
 
 class CheckOptions(_Check):
@@ -83,19 +84,22 @@ class CheckOptions(_Check):
                 python: Optional[str] = None, nvml_fixture: Optional[str] = None, timeout: float = 10.0,
                 use_cache: bool = True, strict: bool = False, environ: Optional[Mapping[str, str]] = None,
                 workload: Optional[WorkloadOptions] = None, expect_gpus: Optional[str] = None,
-                config: Optional[str] = None, given: Iterable[str] = ()) -> "CheckOptions":
+                config: Optional[str] = None, given: Iterable[str] = (),
+                kernel_log: Optional[str] = None) -> "CheckOptions":
         if profile not in PROFILES:
             raise PreflightError("unknown profile %r" % profile, "profiles: %s" % ", ".join(PROFILES))
         if math.isnan(timeout) or not 0 < timeout <= MAX_TIMEOUT:
             raise PreflightError("--timeout must be more than 0 and at most %d seconds, got %s" % (MAX_TIMEOUT, timeout),
                                  "probing takes well under a second; --timeout 10 is the default")
-        if facts_file and (python or nvml_fixture):
-            given = "--python" if python else "--nvml-fixture (or PREFLIGHT_NVML_FIXTURE)"
+        if facts_file and (python or nvml_fixture or kernel_log):
+            given = "--python" if python else "--kernel-log" if kernel_log else \
+                "--nvml-fixture (or PREFLIGHT_NVML_FIXTURE)"
             raise PreflightError("--facts evaluates a saved snapshot without probing; %s has nothing to probe" % given,
                                  "give one or the other")
         return super().__new__(cls, profile, tuple(rules_paths or ()), tuple(select or ()), tuple(ignore or ()),
                                tuple(settings or ()), facts_file, python, nvml_fixture, timeout, use_cache, strict,
-                               environ, workload, parse_expect_gpus(expect_gpus), config, frozenset(given))
+                               environ, workload, parse_expect_gpus(expect_gpus), config, frozenset(given),
+                               kernel_log)
 
     def replace(self, **changes) -> "CheckOptions":
         """A copy with some fields changed, checked like a new one (NamedTuple._replace would skip the checks)."""

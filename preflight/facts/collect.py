@@ -20,7 +20,9 @@ from preflight.errors import ProbeError, ProbeTimeout
 from preflight.facts.snapshot import SCHEMA
 
 # Every probe a snapshot can hold, in the order they are reported.
-PROBES = ("nvml", "host", "python", "torch_arch", "container")
+PROBES = ("nvml", "host", "python", "torch_arch", "container", "kernel_log")
+# Not a probe of its own: the NVML probe also reads what node-health rules need (PCIe, NVLink, limits, InfoROM).
+NVML_HEALTH = "nvml_health"
 
 _abandoned: List[threading.Thread] = []
 
@@ -39,6 +41,7 @@ class _Options(NamedTuple):
     environ: Mapping[str, str]
     nvml_binding: Any  # tests hand in a binding directly
     on_wait: Optional[Callable[[str], None]]  # told once when a probe keeps the run waiting over WAIT_NOTICE
+    kernel_log: Optional[str]  # a captured kernel log to read Xid events from (--kernel-log)
 
 
 class Options(_Options):
@@ -49,9 +52,9 @@ class Options(_Options):
     def __new__(cls, timeout: float = 10.0, python: Optional[str] = None, nvml_fixture: Optional[str] = None,
                 packages: Optional[List[Dict[str, Any]]] = None, use_cache: bool = True,
                 environ: Optional[Mapping[str, str]] = None, nvml_binding: Any = None,
-                on_wait: Optional[Callable[[str], None]] = None) -> "Options":
+                on_wait: Optional[Callable[[str], None]] = None, kernel_log: Optional[str] = None) -> "Options":
         return super().__new__(cls, timeout, python, nvml_fixture, list(packages or []), use_cache,
-                               os.environ if environ is None else environ, nvml_binding, on_wait)
+                               os.environ if environ is None else environ, nvml_binding, on_wait, kernel_log)
 
 
 WAIT_NOTICE = 1.0  # seconds a probe may run before the user is told what is being waited for
@@ -62,6 +65,7 @@ WAITING_FOR = {
     "python": "%(python)s to list its packages",
     "container": "the container probe",
     "torch_arch": "'import torch' in %(python)s, to list torch's GPU architectures (cached once known)",
+    "kernel_log": "the kernel log (Xid events)",
 }
 
 
@@ -114,6 +118,12 @@ def collect(probes, options: Options, reuse: Optional[Dict[str, Any]] = None) ->
     if "nvml" in tasks or "nvml" in reused:
         nvml = snapshot.get("nvml")
         snapshot["visibility"] = _visibility(nvml, options.environ) if nvml else None
+        live = options.nvml_binding is None and not options.nvml_fixture
+        if "nvml" in tasks and nvml and nvml.get("health_read") and live and options.use_cache:
+            from preflight.cache import cache_dir
+            from preflight.facts import history
+
+            history.annotate(nvml, cache_dir())
 
     if "torch_arch" in probes:
         _collect_torch_arch(snapshot, options, remaining, waiting)
@@ -147,7 +157,7 @@ def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
     from preflight.probes import container, host, python_env
 
     plan: Dict[str, Callable[[], Any]] = {}
-    if "nvml" in probes:
+    if "nvml" in probes or NVML_HEALTH in probes:
         binding = options.nvml_binding
         if binding is None and options.nvml_fixture:
             # Load the fixture here, not in the thread: a bad file is the user's
@@ -158,13 +168,25 @@ def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
                 binding = nvml_probe.load_binding(options.nvml_fixture)
             except nvml_probe.BindingMissing as exc:
                 binding = _MissingBinding(str(exc))
-        plan["nvml"] = lambda: _probe_nvml(binding)
+        health = NVML_HEALTH in probes
+        plan["nvml"] = lambda: _probe_nvml(binding, health)
     if "host" in probes:
         plan["host"] = lambda: host.probe(environ=options.environ)
     if "python" in probes or "torch_arch" in probes:
         plan["python"] = lambda: python_env.probe(options.packages, options.python, remaining())
     if "container" in probes:
         plan["container"] = lambda: container.probe(options.environ)
+    if "kernel_log" in probes:
+        from preflight.probes import kernel_log
+
+        if options.kernel_log:  # read here, not in the thread: a missing file is the user's error (exit 2)
+            captured = kernel_log.probe(options.kernel_log)
+            plan["kernel_log"] = lambda: captured
+        elif options.nvml_fixture or options.nvml_binding is not None:
+            # This machine's log says nothing about a replayed one.
+            plan["kernel_log"] = lambda: kernel_log.not_recorded()
+        else:
+            plan["kernel_log"] = lambda: kernel_log.probe(None, remaining())
     tasks = {name: _Task(name, function) for name, function in plan.items()}
     for task in tasks.values():
         task.thread.start()
@@ -178,12 +200,12 @@ class _MissingBinding:
         self.reason = reason
 
 
-def _probe_nvml(binding):
+def _probe_nvml(binding, health: bool = False):
     from preflight.probes import nvml as nvml_probe
 
     if isinstance(binding, _MissingBinding):
         return nvml_probe.binding_missing(binding.reason)
-    return nvml_probe.probe(binding)
+    return nvml_probe.probe(binding, health=health)
 
 
 def _record(snapshot: Dict[str, Any], task: _Task, timeout: float) -> None:

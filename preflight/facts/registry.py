@@ -16,7 +16,7 @@ import math
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from preflight import knowledge, units
-from preflight.facts import derived
+from preflight.facts import derived, node_health
 
 KINDS = ("version", "number", "bytes", "bool", "string", "enum", "list", "packages")
 
@@ -348,7 +348,42 @@ def _with_gpu_details(compute: Compute) -> Compute:
     return lambda facts, gpu: (compute(facts, gpu), _gpu_details(gpu))
 
 
+def _judged(judge) -> Compute:
+    """A node_health judgement of one GPU, with the GPU's name and index (and its PCI bus id) in the details."""
+    def compute(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
+        value, details = judge(gpu or {})
+        return value, dict(details, **_gpu_details(gpu), pci_bus_id=(gpu or {}).get("pci_bus_id") or "unknown")
+    return compute
+
+
+def _simple(judge) -> Compute:
+    return _judged(lambda gpu: (judge(gpu), {}))
+
+
+def _nvlink(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
+    peers = facts.section("nvml").get("gpus") or []
+    return _judged(lambda g: node_health.nvlink(g, peers))(facts, gpu)
+
+
+def _xid(kind: str) -> Compute:
+    def compute(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
+        log = facts.section("kernel_log")
+        try:
+            gpus = facts.section("nvml").get("gpus") or []
+        except Unknown:
+            gpus = []  # Xids are still listed, by PCI address
+        events = log.get("events") or []
+        application = node_health.xid_findings(events, gpus, "application")
+        return node_health.xid_findings(events, gpus, kind), {
+            "kernel_log_source": log.get("source") or "?",
+            "application_xids": "; ".join(application) or "none",
+            "xid_truncated": " (only the newest %d Xid lines were kept)" % len(events) if log.get("truncated") else "",
+        }
+    return compute
+
+
 _NV = ("nvml",)
+_NVH = ("nvml", "nvml_health")  # the NVML values only node-health rules read
 
 REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     # NVML and driver
@@ -417,6 +452,51 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
                   "smaller_img_batch1",
                   "gpus_needed", "device_list", "bigger_gpus", "margin_text", "measured_on", "estimate_notes"),
          implies=("workload_requested", "nvml_ok", "gpu_visible")),
+    # node health: NVML values read only for rules that need them (nvml_health), and the kernel log
+    Fact("gpu.pcie", "enum", "the PCIe link: width and generation against the most the GPU and slot allow, replays",
+         _NVH, _judged(node_health.pcie), per_gpu=True,
+         values=("ok", "idle_downshift", "replays_rising", "generation_degraded", "width_degraded", "not_supported"),
+         details=("gpu_name", "gpu_index", "pci_bus_id", "pcie_width", "pcie_max_width", "pcie_generation",
+                  "pcie_max_generation", "utilization", "replays", "replay_rate", "replay_limit"),
+         implies=("nvml_ok", "gpu_visible", "health_read")),
+    Fact("gpu.nvlink", "enum", "NVLink: active links against the node's other GPUs of the same model, error counters",
+         _NVH, _nvlink, per_gpu=True,
+         values=("ok", "no_active_links", "errors_rising", "links_down", "not_supported"),
+         details=("gpu_name", "gpu_index", "pci_bus_id", "nvlink_active", "nvlink_links", "nvlink_peer_active",
+                  "nvlink_inactive", "nvlink_errors", "nvlink_errors_since_last"),
+         implies=("nvml_ok", "gpu_visible", "health_read")),
+    Fact("gpu.fabric", "enum", "GPU fabric registration (NVSwitch systems: Fabric Manager, NVLink subnet manager)",
+         _NV, _judged(node_health.fabric), per_gpu=True,
+         values=("completed", "not_started", "in_progress", "failed", "not_supported"),
+         details=("gpu_name", "gpu_index", "pci_bus_id", "fabric_state", "fabric_status"),
+         implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.retired_pages", "enum", "pages retired for ECC errors against DCGM's limit and the last check",
+         _NVH, _judged(node_health.retired_pages), per_gpu=True,
+         values=("ok", "growing", "over_limit", "not_supported"),
+         details=("gpu_name", "gpu_index", "pci_bus_id", "retired_total", "retired_single_bit", "retired_double_bit",
+                  "retired_limit", "retired_previous"),
+         implies=("nvml_ok", "gpu_visible", "health_read")),
+    Fact("gpu.temperature.state", "enum", "the GPU temperature against its slowdown threshold", _NVH,
+         _judged(node_health.temperature), per_gpu=True, values=("ok", "at_slowdown", "not_supported"),
+         details=("gpu_name", "gpu_index", "pci_bus_id", "temperature", "slowdown_temperature",
+                  "shutdown_temperature"),
+         implies=("nvml_ok", "gpu_visible", "health_read")),
+    Fact("gpu.power.limit", "enum", "the enforced power limit against the GPU's default", _NVH,
+         _judged(node_health.power_limit), per_gpu=True, values=("default", "capped", "not_supported"),
+         details=("gpu_name", "gpu_index", "pci_bus_id", "power_limit_w", "default_power_limit_w", "power_draw_w"),
+         implies=("nvml_ok", "gpu_visible", "health_read")),
+    Fact("gpu.persistence", "enum", "persistence mode: enabled, disabled or not supported (Windows)", _NV,
+         _simple(node_health.persistence), per_gpu=True, values=("enabled", "disabled", "not_supported"),
+         details=("gpu_name", "gpu_index", "pci_bus_id"), implies=("nvml_ok", "gpu_visible")),
+    Fact("gpu.inforom", "enum", "the InfoROM checksum (nvmlDeviceValidateInforom)", _NVH,
+         _simple(node_health.inforom), per_gpu=True, values=("valid", "corrupted", "not_supported"),
+         details=("gpu_name", "gpu_index", "pci_bus_id"), implies=("nvml_ok", "gpu_visible", "health_read")),
+    Fact("xid.node_faults", "list", "Xid events since boot that need an operator (kernel log; NVIDIA's Xid catalog)",
+         ("kernel_log", "nvml"), _xid("node"),
+         details=("kernel_log_source", "application_xids", "xid_truncated"), implies=("kernel_log_readable",)),
+    Fact("xid.warnings", "list", "Xid events since boot that warn of failing memory (row remapping, ECC rates)",
+         ("kernel_log", "nvml"), _xid("watch"),
+         details=("kernel_log_source", "application_xids", "xid_truncated"), implies=("kernel_log_readable",)),
     # host
     Fact("host.cpu.count", "number", "CPUs this process may use (affinity and cgroup quota applied)", ("host",),
          _system("host", "cpu", "count")),
@@ -465,7 +545,7 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
 
 for _fact in REGISTRY.values():
     assert _fact.kind in KINDS, _fact.path
-    if "nvml" in _fact.probes and _fact.path != "gpu.count.expected":
+    if "nvml" in _fact.probes and _fact.path not in ("gpu.count.expected", "xid.node_faults", "xid.warnings"):
         # Every GPU fact is moot on a node that is not meant to have GPUs (--expect-gpus 0, a CPU-only Slurm node).
         REGISTRY[_fact.path] = _fact._replace(implies=("gpu_node",) + _fact.implies)
 
@@ -513,6 +593,19 @@ def _container_capabilities(facts: SnapshotView) -> Optional[str]:
     return None if value is not None else "NVIDIA_DRIVER_CAPABILITIES is not set"
 
 
+def _health_read(facts: SnapshotView) -> Optional[str]:
+    if facts.section("nvml").get("health_read"):
+        return None
+    return "this snapshot has no node-health values (they are read when a node-health rule is selected)"
+
+
+def _kernel_log_readable(facts: SnapshotView) -> Optional[str]:
+    log = facts.section("kernel_log")
+    if log.get("readable"):
+        return None
+    return "the kernel log cannot be read here (%s): Xid events are not checked" % (log.get("reason") or "unknown")
+
+
 def _workload_requested(facts: SnapshotView) -> Optional[str]:
     return None if facts.snapshot.get("workload") else "no workload was given (check --workload ID)"
 
@@ -523,6 +616,8 @@ CONDITIONS: Dict[str, Condition] = {c.name: c for c in [
     Condition("gpus_expected", "a GPU count is expected", (), _gpus_expected),
     Condition("nvml_ok", "NVML initialised", ("nvml",), _nvml_ok),
     Condition("gpu_visible", "at least one GPU is visible to CUDA", ("nvml",), _gpu_visible),
+    Condition("health_read", "the node-health NVML values were read", ("nvml", "nvml_health"), _health_read),
+    Condition("kernel_log_readable", "the kernel log can be read", ("kernel_log",), _kernel_log_readable),
     Condition("conda_active", "conda is in use", ("python",), _conda_active),
     Condition("torch_cuda", "torch is installed as a CUDA build", ("python",), _torch_cuda),
     Condition("container_require", "the environment states NVIDIA_REQUIRE_* or CUDA_VERSION",

@@ -40,6 +40,16 @@ GPU = {
     "lost": "bool?",
     "unsupported": ["str"],
     "errors": {"*": "str"},
+    "fabric": {"?": True, "state": "str", "status": "int?"},
+    "pcie": {"?": True, "current_generation": "int?", "max_generation": "int?", "current_width": "int?",
+             "max_width": "int?", "replay_counter": "int?", "replay_rate_per_min": "num?"},
+    "utilization_gpu": "num?",
+    "nvlink": {"?": True, "links": "int", "active": "int", "inactive": ["int"], "errors": {"*": "int"},
+               "errors_since_last": {"*": "int"}, "seconds_since_last": "num?"},
+    "temperature_thresholds": {"?": True, "slowdown": "num?", "shutdown": "num?"},
+    "power": {"?": True, "usage_mw": "int?", "enforced_limit_mw": "int?", "default_limit_mw": "int?"},
+    "retired_pages": {"?": True, "single_bit": "int", "double_bit": "int", "previous_total": "int?"},
+    "inforom": "str?",
 }
 NVML = {
     "?": True,
@@ -48,6 +58,8 @@ NVML = {
     "gpus": [GPU],
     "errors": {"*": "str"},
     "device_files": ["str"],
+    "pci_gpus": ["str"],
+    "health_read": "bool?",
 }
 VISIBILITY = {
     "?": True, "cuda_visible_devices": "str?", "cuda_device_order": "str?", "order": "str?", "visible": ["int"],
@@ -77,12 +89,16 @@ PYTHON = {
 }
 TORCH_ARCH = {"?": True, "flags": ["str"], "source": "str?"}
 CONTAINER = {"?": True, "*": "str?", "requirements": {"*": "str"}}
+KERNEL_LOG = {
+    "?": True, "!": ("readable",), "readable": "bool", "source": "str?", "reason": "str?", "truncated": "bool?",
+    "events": [{"!": ("xid",), "xid": "int", "pci": "str?", "pid": "str?", "process": "str?", "text": "str?"}],
+}
 EXPECTED_GPUS = {"?": True, "!": ("count",), "count": "int", "source": "str?", "scope": "str?"}
 SNAPSHOT = {
     "schema": "str", "preflight_version": "str?", "collected_at": "str?", "source": "str?", "seconds": "num?",
     "probes": {"*": STATUS},
     "nvml": NVML, "visibility": VISIBILITY, "host": HOST, "python": PYTHON, "torch_arch": TORCH_ARCH,
-    "container": CONTAINER, "expected_gpus": EXPECTED_GPUS,
+    "container": CONTAINER, "expected_gpus": EXPECTED_GPUS, "kernel_log": KERNEL_LOG,
 }
 
 

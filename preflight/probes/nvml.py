@@ -64,8 +64,12 @@ def load_binding(fixture_path: Optional[str] = None):
     return import_pynvml()
 
 
-def probe(binding=None, fixture_path: Optional[str] = None) -> Dict[str, Any]:
-    """Initialise NVML and read the driver and every GPU; always returns facts."""
+def probe(binding=None, fixture_path: Optional[str] = None, health: bool = False) -> Dict[str, Any]:
+    """Initialise NVML and read the driver and every GPU; always returns facts.
+
+    ``health``: also read what the node-health rules need (PCIe link, NVLink, thresholds and power limits,
+    retired pages, InfoROM); those calls cost time on every GPU, so a plain training check skips them.
+    """
     if binding is None:
         try:
             binding = load_binding(fixture_path)
@@ -80,8 +84,11 @@ def probe(binding=None, fixture_path: Optional[str] = None) -> Dict[str, Any]:
         failed["device_files"] = device_files() if live else binding.device_files
         return failed
     try:
-        facts = _read_machine(binding, live)
+        facts = _read_machine(binding, live, health)
         facts["device_files"] = device_files() if live else binding.device_files
+        if health or any(gpu.get("lost") for gpu in facts["gpus"]):
+            # Where a GPU sits on the PCI bus even when NVML cannot reach it: how an operator finds it.
+            facts["pci_gpus"] = pci_gpus() if live else list(getattr(binding, "pci_gpus", []))
         return facts
     finally:
         try:
@@ -98,6 +105,25 @@ def device_files(folder: str = "/dev") -> List[str]:
         return sorted(name for name in os.listdir(folder) if name.startswith("nvidia"))
     except OSError:
         return []
+
+
+def pci_gpus(folder: str = "/sys/bus/pci/devices") -> List[str]:
+    """NVIDIA display and 3D controllers on the PCI bus (vendor 0x10de, class 0x03xxxx), as bus ids."""
+    import os
+
+    found = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    for name in names:
+        try:
+            with open(os.path.join(folder, name, "vendor")) as vendor, open(os.path.join(folder, name, "class")) as cls:
+                if vendor.read().strip() == "0x10de" and cls.read().strip().startswith("0x03"):
+                    found.append(name)
+        except OSError:
+            continue
+    return sorted(found)
 
 
 def binding_missing(reason: str) -> Dict[str, Any]:
@@ -156,7 +182,7 @@ def _text(value) -> Optional[str]:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _read_machine(binding, live: bool) -> Dict[str, Any]:
+def _read_machine(binding, live: bool, health: bool = False) -> Dict[str, Any]:
     system = _Reader(binding)
     driver = _text(system.get("driver_version", "nvmlSystemGetDriverVersion"))
     cuda_encoded = system.get("cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
@@ -166,12 +192,13 @@ def _read_machine(binding, live: bool) -> Dict[str, Any]:
         "driver_version": driver,
         "cuda_driver_version": knowledge.cuda_from_nvml(cuda_encoded) if cuda_encoded else None,
         "device_count": count,
-        "gpus": [_read_gpu(binding, index, live) for index in range(count)],
+        "gpus": [_read_gpu(binding, index, live, health) for index in range(count)],
+        "health_read": health,
         "errors": system.errors,
     }
 
 
-def _read_gpu(binding, index: int, live: bool) -> Dict[str, Any]:
+def _read_gpu(binding, index: int, live: bool, health: bool = False) -> Dict[str, Any]:
     r = _Reader(binding)
     gpu: Dict[str, Any] = {"index": index}
     handle = r.get("handle", "nvmlDeviceGetHandleByIndex", index)
@@ -212,11 +239,101 @@ def _read_gpu(binding, index: int, live: bool) -> Dict[str, Any]:
     gpu["temperature_c"] = r.get("temperature_c", "nvmlDeviceGetTemperature", handle, binding.NVML_TEMPERATURE_GPU)
     gpu["clock_event_reasons"] = _read_clock_events(r, binding, handle)
     gpu["processes"] = _read_processes(r, handle, live)
+    gpu["fabric"] = _read_fabric(r, binding, handle)
+    if health:
+        _read_health(r, binding, handle, gpu)
 
     gpu["lost"] = r.lost
     gpu["unsupported"] = r.unsupported
     gpu["errors"] = r.errors
     return gpu
+
+
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
+
+def _read_fabric(r: _Reader, binding, handle) -> Optional[Dict[str, Any]]:
+    """GPU fabric registration (HGX Hopper and newer: Fabric Manager / NVLink subnet manager); None: not supported."""
+    struct = getattr(binding, "c_nvmlGpuFabricInfo_t", None)
+    if struct is None:
+        r.unsupported.append("fabric")
+        return None
+    info = struct()
+    if r.get("fabric", "nvmlDeviceGetGpuFabricInfo", handle, info) is None:
+        return None
+    state = FABRIC_STATES.get(int(info.state), "unknown")
+    return None if state == "not_supported" else {"state": state, "status": int(info.status)}
+
+
+NVLINK_MAX_LINKS = 18  # NVLink 4 and 5 GPUs have 18 links; older ones fewer (NVML answers NotSupported past them)
+NVLINK_COUNTERS = {"replay": 0, "recovery": 1, "crc_flit": 2, "crc_data": 3}  # NVML_NVLINK_ERROR_DL_*
+
+
+def _read_health(r: _Reader, binding, handle, gpu: Dict[str, Any]) -> None:
+    """What the node-health rules read beyond a training check: link, thresholds, power, retirement, InfoROM."""
+    pcie = {key: r.get("pcie_" + key, function, handle) for key, function in (
+        ("current_generation", "nvmlDeviceGetCurrPcieLinkGeneration"),
+        ("max_generation", "nvmlDeviceGetMaxPcieLinkGeneration"),
+        ("current_width", "nvmlDeviceGetCurrPcieLinkWidth"),
+        ("max_width", "nvmlDeviceGetMaxPcieLinkWidth"),
+        ("replay_counter", "nvmlDeviceGetPcieReplayCounter"))}
+    gpu["pcie"] = pcie if any(value is not None for value in pcie.values()) else None
+    utilization = r.get("utilization", "nvmlDeviceGetUtilizationRates", handle)
+    gpu["utilization_gpu"] = getattr(utilization, "gpu", None) if utilization is not None else None
+    gpu["nvlink"] = _read_nvlink(binding, handle, r)
+    gpu["temperature_thresholds"] = {
+        "slowdown": r.get("temperature_slowdown", "nvmlDeviceGetTemperatureThreshold", handle,
+                          binding.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+        "shutdown": r.get("temperature_shutdown", "nvmlDeviceGetTemperatureThreshold", handle,
+                          binding.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)}
+    gpu["power"] = {
+        "usage_mw": r.get("power_usage", "nvmlDeviceGetPowerUsage", handle),
+        "enforced_limit_mw": r.get("power_enforced_limit", "nvmlDeviceGetEnforcedPowerLimit", handle),
+        "default_limit_mw": r.get("power_default_limit", "nvmlDeviceGetPowerManagementDefaultLimit", handle)}
+    retired = {cause: r.get("retired_pages_" + cause, "nvmlDeviceGetRetiredPages", handle, code)
+               for cause, code in (("single_bit", binding.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
+                                   ("double_bit", binding.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR))}
+    gpu["retired_pages"] = ({cause: len(pages or []) for cause, pages in retired.items()}
+                            if any(pages is not None for pages in retired.values()) else None)
+    gpu["inforom"] = _read_inforom(r, handle)
+
+
+def _read_nvlink(binding, handle, r: _Reader) -> Optional[Dict[str, Any]]:
+    """Each link's state and the error counters of the active ones; None on GPUs without NVLink."""
+    states: List[bool] = []
+    for link in range(NVLINK_MAX_LINKS):
+        probe_link = _Reader(binding)  # links past the GPU's last answer NotSupported or InvalidArgument: not errors
+        state = probe_link.get("nvlink", "nvmlDeviceGetNvLinkState", handle, link)
+        if probe_link.lost:
+            r.lost = True
+            r.errors.update(probe_link.errors)
+            return None
+        if state is None:
+            break
+        states.append(bool(state))
+    if not states:
+        r.unsupported.append("nvlink")
+        return None
+    errors = {name: 0 for name in NVLINK_COUNTERS}
+    for link, active in enumerate(states):
+        if not active:
+            continue
+        for name, counter in NVLINK_COUNTERS.items():
+            errors[name] += r.get("nvlink_errors", "nvmlDeviceGetNvLinkErrorCounter", handle, link, counter) or 0
+    return {"links": len(states), "active": sum(states), "inactive": [i for i, on in enumerate(states) if not on],
+            "errors": errors}
+
+
+def _read_inforom(r: _Reader, handle) -> Optional[str]:
+    """"valid" or "corrupted" (nvmlDeviceValidateInforom's checksum); None where the GPU cannot say."""
+    r.get("inforom", "nvmlDeviceValidateInforom", handle)
+    if "inforom" in r.unsupported:
+        return None
+    failed = r.errors.get("inforom", "")
+    if failed.startswith("NVMLError_CorruptedInforom"):
+        del r.errors["inforom"]  # a finding, not a failure to read
+        return "corrupted"
+    return None if failed else "valid"
 
 
 def _read_memory(r: _Reader, binding, handle) -> Optional[Dict[str, Any]]:

@@ -66,6 +66,8 @@ class ReplayBinding:
         started = "ok" in self._init
         self.device_files: List[str] = list(fixture.get("device_files") or (
             ["nvidiactl"] + ["nvidia%d" % i for i in range(len(self._devices))] if started else []))
+        # NVIDIA GPUs on the recorded machine's PCI bus (sysfs), where the recording lists them.
+        self.pci_gpus: List[str] = list(fixture.get("pci_gpus") or [])
 
     @classmethod
     def from_file(cls, pynvml, path: str) -> "ReplayBinding":
@@ -113,6 +115,9 @@ class ReplayBinding:
             args = args[1:]
         else:
             calls = self._system
+        # A C struct passed in (nvmlDeviceGetGpuFabricInfo fills one) is not part of the key: it receives the answer.
+        filled = [a for a in args if not isinstance(a, int)]
+        args = [a for a in args if isinstance(a, int)]
         key = name
         if kwargs.get("version") is not None and kwargs["version"] == getattr(self._lib, "nvmlMemory_v2", object()):
             key += "(v2)"
@@ -121,7 +126,15 @@ class ReplayBinding:
         outcome = calls.get(key)
         if outcome is None:
             raise self._lib.NVMLError_NotSupported()
-        return self._answer(outcome)
+        answer = self._answer(outcome)
+        if filled and isinstance(answer, _Struct):
+            for field, value in vars(answer).items():
+                try:
+                    setattr(filled[0], field, value)
+                except (TypeError, AttributeError, ValueError):
+                    pass  # arrays (a UUID) are not read back
+            return 0  # NVML_SUCCESS
+        return answer
 
 
 def _outcome_problem(outcome: Any):

@@ -1,0 +1,93 @@
+"""Counters against their last reading on this machine: how fast PCIe replays and NVLink errors rise, and
+whether pages were retired since the last check.
+
+The NVML counters count since the driver loaded, so a single reading cannot tell a link that replayed once a
+month ago from one replaying now. Each live node check keeps the readings per GPU UUID in the cache folder
+(gpu-counters.json); the next check turns them into rates and differences, which go into the snapshot (so a
+saved snapshot replays with them). A replayed recording has no history. A missing or damaged file only means
+"first reading": nothing is judged, nothing fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Dict, Optional
+
+from preflight import knowledge
+
+FILE = "gpu-counters.json"
+
+
+def annotate(nvml: Dict[str, Any], folder: str, now: Optional[float] = None) -> None:
+    """Add rates and differences since the last reading to ``nvml``'s GPUs, and store this reading."""
+    now = time.time() if now is None else now
+    path = os.path.join(folder, FILE)
+    previous = _read(path)
+    current: Dict[str, Any] = {}
+    for gpu in nvml.get("gpus") or []:
+        uuid = gpu.get("uuid")
+        if not uuid or gpu.get("lost"):
+            continue
+        reading = _reading(gpu, now)
+        before = previous.get(uuid)
+        if isinstance(before, dict) and isinstance(before.get("time"), (int, float)):
+            elapsed = now - before["time"]
+            if 1 <= elapsed <= knowledge.COUNTER_HISTORY_MAX_AGE:
+                _compare(gpu, reading, before, elapsed)
+        current[uuid] = reading
+    if current:
+        _write(path, dict(previous, **current))
+
+
+def _reading(gpu: Dict[str, Any], now: float) -> Dict[str, Any]:
+    pcie = gpu.get("pcie") or {}
+    retired = gpu.get("retired_pages")
+    nvlink = gpu.get("nvlink") or {}
+    return {"time": now, "pcie_replays": pcie.get("replay_counter"),
+            "retired_pages": (retired["single_bit"] + retired["double_bit"]) if retired else None,
+            "nvlink_errors": dict(nvlink.get("errors") or {}) or None}
+
+
+def _compare(gpu: Dict[str, Any], now: Dict[str, Any], before: Dict[str, Any], elapsed: float) -> None:
+    pcie = gpu.get("pcie")
+    if pcie and _counts(now["pcie_replays"], before.get("pcie_replays")):
+        # A counter that went down was reset (a driver reload): count from zero.
+        rose = now["pcie_replays"] - before["pcie_replays"] if now["pcie_replays"] >= before["pcie_replays"] \
+            else now["pcie_replays"]
+        pcie["replay_rate_per_min"] = round(rose / (elapsed / 60.0), 3)
+    retired = gpu.get("retired_pages")
+    if retired and _counts(now["retired_pages"], before.get("retired_pages")):
+        retired["previous_total"] = before["retired_pages"]
+    nvlink = gpu.get("nvlink")
+    old = before.get("nvlink_errors")
+    if nvlink and isinstance(old, dict) and now["nvlink_errors"]:
+        rose = {name: max(0, count - old[name]) for name, count in now["nvlink_errors"].items()
+                if _counts(count, old.get(name))}
+        nvlink["errors_since_last"] = rose
+        nvlink["seconds_since_last"] = round(elapsed, 1)
+
+
+def _counts(value: Any, before: Any) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (value, before))
+
+
+def _read(path: str) -> Dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(path: str, data: Dict[str, Any]) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = "%s.%d.tmp" % (path, os.getpid())
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(data, out)
+        os.replace(temporary, path)
+    except OSError:
+        pass  # an unwritable cache only means no rates next time
