@@ -41,6 +41,26 @@ FIXTURE_EXPECTATIONS = {
         "exit": 1,
         "results": {("nvml.init", "system"): "fail", ("gpu.health", "system"): "skip"},
     },
+    # Node health (tests/test_node_health.py checks them rule by rule).
+    "8x-h100-hgx.json": {
+        "exit": 0,
+        "results": {("gpu.nvlink", "gpu7"): "pass", ("gpu.fabric", "gpu0"): "pass", ("gpu.pcie", "gpu3"): "pass",
+                    ("xid.node", "system"): "skip"},
+    },
+    "8x-h100-hgx-faults.json": {
+        "exit": 1,
+        "results": {("gpu.pcie", "gpu2"): "fail", ("gpu.nvlink", "gpu3"): "fail", ("gpu.fabric", "gpu4"): "fail",
+                    ("gpu.temperature", "gpu5"): "fail", ("gpu.power_limit", "gpu6"): "fail",
+                    ("gpu.inforom", "gpu7"): "fail", ("gpu.nvlink", "gpu0"): "pass"},
+    },
+    "8x-h100-one-missing-one-lost.json": {
+        "exit": 1,
+        "results": {("gpu.health", "gpu5"): "fail", ("gpu.health", "gpu4"): "pass", ("gpu.nvlink", "gpu4"): "pass"},
+    },
+    "v100-retired-pages.json": {
+        "exit": 1,
+        "results": {("gpu.retired_pages", "gpu0"): "fail", ("gpu.compute_capability", "gpu0"): "fail"},
+    },
 }
 
 

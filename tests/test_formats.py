@@ -121,7 +121,7 @@ def test_nfd_worst_status_over_gpus_and_not_ready():
 
 @pytest.mark.parametrize("fixture, args, code, start", [
     (H200, (), 0, "preflight: OK, "),
-    (A100X2, (), 1, "preflight: FAIL gpu.health: "),
+    (A100X2, (), 1, "preflight: FAIL gpu1 gpu.health: "),
     (RTX3060, (), 1, "preflight: FAIL driver.version: "),
 ])
 def test_npd_plugin_protocol(fixture, args, code, start):

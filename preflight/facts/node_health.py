@@ -115,7 +115,7 @@ def power_limit(gpu: Dict[str, Any]) -> Judged:
     if enforced is None or default is None:
         return "not_supported", {}
     details = {"power_limit_w": _watts(enforced), "default_power_limit_w": _watts(default),
-               "power_draw_w": _watts(power.get("usage_mw"))}
+               "power_draw_w": _watts(power.get("usage_mw")), "default_power_limit_watts": "%d" % (default // 1000)}
     return ("capped" if enforced < default else "default"), details
 
 
@@ -130,6 +130,14 @@ def persistence(gpu: Dict[str, Any]) -> str:
 
 def inforom(gpu: Dict[str, Any]) -> str:
     return gpu.get("inforom") or "not_supported"
+
+
+def unlisted_pci(nvml: Dict[str, Any]) -> List[str]:
+    """NVIDIA GPUs on the PCI bus that NVML does not list (or cannot read): where a missing GPU sits."""
+    from preflight.probes.kernel_log import normal_pci
+
+    listed = {normal_pci(g["pci_bus_id"]) for g in nvml.get("gpus") or [] if g.get("pci_bus_id") and not g.get("lost")}
+    return [address for address in nvml.get("pci_gpus") or [] if normal_pci(address) not in listed]
 
 
 # --- Xid events ---------------------------------------------------------------------

@@ -165,8 +165,10 @@ def _expected_count(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
         found, counted = _visible_count(facts, gpu)[0], "visible to CUDA"
     want = expected.get("count", 0)
     state = "as_expected" if found == want else ("fewer" if found < want else "more")
+    unlisted = node_health.unlisted_pci(facts.section("nvml")) if state == "fewer" else []
     return state, {"expected_gpus": want, "expected_source": expected.get("source") or "?", "found_gpus": found,
-                   "counted": counted}
+                   "counted": counted, "unlisted_pci": "; on the PCI bus but not in NVML: %s" % ", ".join(unlisted)
+                   if unlisted else ""}
 
 
 def _python_executable(facts: SnapshotView) -> str:
@@ -251,6 +253,13 @@ def _torch_kernels(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
 
 def _health(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
     problems = derived.health_problems(gpu or {})
+    if (gpu or {}).get("lost"):
+        where = (gpu or {}).get("pci_bus_id")
+        unlisted = node_health.unlisted_pci(facts.section("nvml"))
+        if where:
+            problems.append("PCI bus id %s" % where)
+        elif unlisted:
+            problems.append("NVIDIA devices on the PCI bus that NVML cannot read: %s" % ", ".join(unlisted))
     return problems, _gpu_details(gpu)
 
 
@@ -400,7 +409,8 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
          implies=("nvml_ok",)),
     Fact("gpu.count.expected", "enum", "GPUs found against the count expected (--expect-gpus, Slurm's Gres)",
          _NV, _expected_count, values=("as_expected", "fewer", "more"),
-         details=("expected_gpus", "expected_source", "found_gpus", "counted"), implies=("gpus_expected", "nvml_ok")),
+         details=("expected_gpus", "expected_source", "found_gpus", "counted", "unlisted_pci"),
+         implies=("gpus_expected", "nvml_ok")),
     # per GPU
     Fact("gpu.name", "string", "product name", _NV, _with_gpu_details(_per_gpu("name")), per_gpu=True,
          details=("gpu_name", "gpu_index"), implies=("nvml_ok", "gpu_visible")),
@@ -483,7 +493,8 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
          implies=("nvml_ok", "gpu_visible", "health_read")),
     Fact("gpu.power.limit", "enum", "the enforced power limit against the GPU's default", _NVH,
          _judged(node_health.power_limit), per_gpu=True, values=("default", "capped", "not_supported"),
-         details=("gpu_name", "gpu_index", "pci_bus_id", "power_limit_w", "default_power_limit_w", "power_draw_w"),
+         details=("gpu_name", "gpu_index", "pci_bus_id", "power_limit_w", "default_power_limit_w", "power_draw_w",
+                  "default_power_limit_watts"),
          implies=("nvml_ok", "gpu_visible", "health_read")),
     Fact("gpu.persistence", "enum", "persistence mode: enabled, disabled or not supported (Windows)", _NV,
          _simple(node_health.persistence), per_gpu=True, values=("enabled", "disabled", "not_supported"),

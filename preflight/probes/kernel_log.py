@@ -24,6 +24,7 @@ MAX_EVENTS = 1000
 MAX_FILE_BYTES = 256 << 20   # a captured log larger than this is read up to here
 MAX_COMMAND_OUTPUT = 64 << 20
 COMMAND_TIMEOUT = 5.0        # seconds journalctl or dmesg may take, within the deadline
+KMSG = "/dev/kmsg"
 
 # Drivers since R470 write "Xid (PCI:0000:3b:00): 79, ..."; older ones "Xid (0000:3b:00): 79, ...".
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\): "
@@ -64,7 +65,7 @@ def probe(path: Optional[str] = None, timeout: float = 5.0) -> Dict[str, Any]:
     if path:
         return _from_file(path)
     reasons = []
-    for source, read in (("/dev/kmsg", _kmsg), ("journalctl -k -b", _journalctl), ("dmesg", _dmesg)):
+    for source, read in ((KMSG, _kmsg), ("journalctl -k -b", _journalctl), ("dmesg", _dmesg)):
         left = deadline - time.monotonic()
         if left <= 0:
             reasons.append("%s: no time left (--timeout)" % source)
@@ -113,7 +114,7 @@ def _from_file(path: str) -> Dict[str, Any]:
 def _kmsg(deadline: float) -> List[str]:
     """Every record in the kernel's ring buffer, read without blocking (each read returns one record)."""
     try:
-        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(KMSG, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise _Unreadable(exc.strerror or str(exc))
     lines: List[str] = []
