@@ -58,6 +58,14 @@ def _duration(option: str, text: str) -> float:
 
 # --- option groups: declared once, each collapsed into the value a command takes ---------------
 
+def _one_facts_file(context, parameter, values):
+    """--facts names one snapshot: click would keep the last of several silently."""
+    if len(values) > 1:
+        raise click.UsageError("--facts was given %d times; a check evaluates one snapshot. To evaluate many "
+                               "(a fleet), use: preflight fleet %s" % (len(values), " ".join(values)))
+    return values[0] if values else None
+
+
 PROBE = [
     click.option("--python", "python", metavar="PATH",
                  help="Probe this interpreter's environment (the training environment) instead of preflight's own."),
@@ -79,9 +87,10 @@ CONFIG = click.option(
          "the command line overrides it. [env: PREFLIGHT_CONFIG]")
 
 
-def check_group(default_profile: str = "train", expect_gpus: Optional[str] = None) -> List[Callable]:
+def check_group(default_profile: str = "train", expect_gpus: Optional[str] = None,
+                with_facts: bool = True) -> List[Callable]:
     """The options that say what to check; slurm's --profile defaults to node (admission), the others' to train."""
-    return [
+    group = [
         click.option("--expect-gpus", "expect_gpus", metavar="N|auto", default=expect_gpus,
                      show_default=expect_gpus is not None,
                      help="The GPUs this node or job must have: fewer fails, more warns; 0 means not a GPU node "
@@ -102,10 +111,11 @@ def check_group(default_profile: str = "train", expect_gpus: Optional[str] = Non
         click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE",
                      help="Change a threshold without editing files, e.g. --set driver.version.min=535 "
                           "--set gpu.memory.min=24GB."),
-        click.option("--facts", "facts_file", metavar="FILE",
+        click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
                      help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin)."),
         CONFIG,
     ]
+    return group if with_facts else [option for option in group if _names([option]) != ["facts_file"]]
 
 
 CHECK = check_group()
@@ -279,7 +289,8 @@ def explain(rule_id, rules_paths) -> int:
 @cli.command()
 @click.argument("log", required=False, metavar="[LOG|-]")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--facts", "facts_file", metavar="FILE", help="Make fixes concrete with a saved snapshot instead of probing.")
+@click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
+              help="Make fixes concrete with a saved snapshot instead of probing.")
 @click.option("--no-facts", is_flag=True,
               help="Do not look at this machine (the log comes from elsewhere): fixes stay generic.")
 @click.option("--profile", type=click.Choice(PROFILES), default="train", show_default=True,
@@ -329,7 +340,8 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
               show_default=True)
 @OUTPUT
-@click.option("--facts", "facts_file", metavar="FILE", help="This machine's GPUs from a saved snapshot.")
+@click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
+              help="This machine's GPUs from a saved snapshot.")
 @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
               help="This machine's GPUs from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
 @click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS")
@@ -347,6 +359,25 @@ def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, ou
         raise click.UsageError("--gpu-memory plans for that GPU alone; leave out --gpu")
     custom = command.custom_gpu(gpu_memory, compute_capability) if gpu_memory is not None else None
     return command.main(options, list(gpu_filters), _shown(output_format, output), _warn, custom)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--baseline", metavar="NODE|FILE",
+              help="A known-good node (its name among the files read) or its report or snapshot file: list the "
+                   "facts on which each node differs from it.")
+@click.option("--format", "output_format", type=click.Choice(["text", "markdown", "json", "csv", "html"]),
+              default="text", show_default=True)
+@OUTPUT
+@click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
+              help="Add or override rules (as check --rules) for the snapshots evaluated here.")
+@check_options(check_group(with_facts=False), consume=("rules_paths",))
+def fleet(options, paths, baseline, output_format, output) -> int:
+    """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz), snapshots
+    evaluated here with the same rules and options as check. Which nodes are not ready and why, and the drift."""
+    from preflight.commands import fleet as command
+
+    return command.main(options, list(paths), baseline, _shown(output_format, output), _warn)
 
 
 @cli.command("exec", context_settings={"allow_interspersed_args": False})

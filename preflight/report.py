@@ -92,9 +92,27 @@ class Report:
             counts[result.status] += 1
         return counts
 
+    @property
+    def host(self) -> Optional[str]:
+        host = self.facts.get("hostname")
+        return host if isinstance(host, str) else None
+
+    def inventory(self) -> Dict[str, Any]:
+        from preflight import inventory
+
+        return inventory.of(self.facts)
+
     def to_json(self) -> Dict[str, Any]:
+        from preflight import __version__
+
+        collected = self.facts.get("collected_at")
         return {
             "schema": SCHEMA,
+            "host": self.host,
+            "collected_at": collected if isinstance(collected, str) else
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.finished_at)),
+            "preflight_version": __version__,
+            "inventory": self.inventory(),
             "ok": self.ok,
             "profile": self.profile,
             "strict": self.strict,

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
-from preflight import __version__
+from preflight import __version__, inventory
 from preflight.errors import ProbeError, ProbeTimeout
 from preflight.facts.snapshot import SCHEMA
 
@@ -103,6 +103,7 @@ def collect(probes, options: Options, reuse: Optional[Dict[str, Any]] = None) ->
         "preflight_version": __version__,
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "source": "nvml-fixture:%s" % options.nvml_fixture if options.nvml_fixture else "live",
+        "hostname": inventory.host_name(),  # ("host" is the host probe's section)
         "probes": {},
     }
     reused = [name for name in PROBES if reuse and name in probes and name in (reuse.get("probes") or {})]
@@ -129,6 +130,7 @@ def collect(probes, options: Options, reuse: Optional[Dict[str, Any]] = None) ->
         _collect_torch_arch(snapshot, options, remaining, waiting)
 
     snapshot["seconds"] = round(time.monotonic() - started, 4)
+    snapshot["inventory"] = inventory.of(snapshot)
     return snapshot
 
 

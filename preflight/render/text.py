@@ -21,8 +21,11 @@ def render(report: Report, quiet: bool = False, color: bool = False, show_exit: 
     subject_width = max([len(r.subject) for r in shown] + [6])
     lines: List[str] = []
     if not quiet:
-        lines.append("preflight %s | profile %s | facts: %s%s" % (
-            __version__, report.profile, report.facts_source, " | strict" if report.strict else ""))
+        from preflight import inventory
+
+        lines.append("preflight %s | %s | profile %s | facts: %s%s" % (
+            __version__, inventory.line(report.host, report.inventory()), report.profile, report.facts_source,
+            " | strict" if report.strict else ""))
     for result in shown:
         mark = paint(LABELS[result.status].ljust(5), COLORS[result.status], color)
         severity = " (%s)" % result.severity if result.status == "fail" and result.severity != "error" else ""

@@ -1,0 +1,112 @@
+"""preflight fleet: many nodes' reports and facts snapshots, in one view.
+
+Snapshots are evaluated here with the rules and options of ``check`` (profile, --rules, --set, --select and
+--ignore, the site configuration); reports are taken as they were judged where they ran, keeping only the
+rules --select and --ignore choose. Files are read one at a time.
+
+Exit codes: 0 every node read is OK (warnings allowed, unless --strict); 1 a node fails; 2 nothing could be
+read (or bad options).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+from preflight.commands import common, site
+from preflight.commands.options import CheckOptions, OutputOptions
+from preflight.errors import ExitCode, FactsFileError, PreflightError
+from preflight.fleet import read
+from preflight.fleet.aggregate import Fleet, fingerprint
+
+
+class Evaluator:
+    """Turns each document into a node of the fleet: a report as it is, a snapshot through the rules."""
+
+    def __init__(self, options: CheckOptions, warn: common.Warn = None) -> None:
+        applied = site.apply(options, None)
+        self.options = applied.options
+        ruleset = common.load_rules(self.options.rules_paths, warn)
+        site.validate(applied, ruleset)
+        self.rules = common.choose_rules(self.options, ruleset)
+        self.chosen = {rule.id for rule in self.rules}
+
+    def add(self, fleet: Fleet, document: read.Document) -> None:
+        from preflight import inventory
+        from preflight.engine.evaluate import evaluate
+        from preflight.facts import snapshot
+        from preflight.report import Report
+
+        data = document.data
+        if document.kind == "report":
+            results = [r for r in data["results"] if isinstance(r, dict)]
+            ok = bool(data.get("ok"))
+            if self.options.select or self.options.ignore:  # the same rules as the snapshots are judged by
+                results = [r for r in results if r.get("id") in self.chosen]
+                ok = not any(r.get("status") in ("fail", "error") and r.get("severity") == "error" for r in results)
+            if self.options.strict:
+                ok = ok and not any(r.get("status") in ("warn", "fail", "error") for r in results)
+            host = data.get("host") if isinstance(data.get("host"), str) else None
+            fleet.add(host, document.path, ok, results, data.get("inventory") if isinstance(
+                data.get("inventory"), dict) else None)
+            return
+        try:
+            snapshot.validate(data, document.path)
+        except FactsFileError as exc:
+            fleet.add_unreadable(document.path, str(exc))
+            return
+        data.pop("workload", None)
+        expected = common.expected_gpus(self.options, data)
+        if expected is not None:
+            data["expected_gpus"] = expected
+        results = evaluate(self.rules, data)
+        report = Report(self.options.profile, results, strict=self.options.strict, facts=data)
+        host = data.get("hostname") if isinstance(data.get("hostname"), str) else None
+        fleet.add(host, document.path, report.ok, [r.to_json() for r in results], inventory.of(data), data)
+
+
+def run(options: CheckOptions, paths: List[str], warn: common.Warn = None) -> Fleet:
+    evaluator = Evaluator(options, warn)
+    fleet = Fleet()
+    for entry in read.entries(paths):
+        if isinstance(entry, read.Unreadable):
+            fleet.add_unreadable(entry.path, entry.reason)
+        else:
+            evaluator.add(fleet, entry)
+    return fleet
+
+
+def baseline_of(fleet: Fleet, baseline: str) -> dict:
+    """The fingerprint --baseline names: a node read in this run, or a report or snapshot file."""
+    for node in fleet.nodes:
+        if node.name == baseline:
+            return node.fingerprint
+    if os.path.isfile(baseline):
+        from preflight import inventory
+
+        document = read.read(baseline)
+        if isinstance(document, read.Unreadable):
+            raise PreflightError("--baseline %s: %s" % (baseline, document.reason),
+                                 "give a node's name as the files name it, or a report or facts file")
+        data = document.data
+        if document.kind == "report":
+            return fingerprint(data.get("inventory") if isinstance(data.get("inventory"), dict) else None)
+        return fingerprint(inventory.of(data), data)
+    raise PreflightError("--baseline %s: no node of that name was read, and no such file" % baseline,
+                         "nodes read: %s" % ", ".join(n.name for n in fleet.nodes[:10]))
+
+
+def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown: OutputOptions,
+         warn: common.Warn = None) -> int:
+    from preflight.output import emit
+    from preflight.render import fleet as render
+
+    fleet = run(options, paths, warn)
+    if not fleet.nodes:
+        reasons = "; ".join("%s: %s" % item for item in fleet.unreadable[:5]) or "no .json or .json.gz file found"
+        raise PreflightError("nothing could be read from %s (%s)" % (", ".join(paths), reasons),
+                             "give reports (check --format json) or facts snapshots (preflight facts), or folders of "
+                             "them")
+    against = fleet.against(baseline_of(fleet, baseline)) if baseline else None
+    emit(render.render(fleet, shown.format, baseline, against), shown.output)
+    return ExitCode.FAILED if fleet.counts()["failing"] else ExitCode.OK

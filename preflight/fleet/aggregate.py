@@ -1,0 +1,185 @@
+"""A fleet in summary: which nodes are not ready and why, and how the nodes drift apart.
+
+Each node is added as the results of its check (a report's, or those of a snapshot evaluated centrally) with
+its inventory; only a small record per node is kept (its problems, its drift values, its fingerprint for
+--baseline), so tens of thousands of nodes fit in memory while their files do not need to.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+SCHEMA = "preflight.fleet/1"
+DRIFT_KEYS = ("driver", "cuda", "gpu_model", "gpu_count", "torch", "python")
+DRIFT_WORDS = {"driver": "driver", "cuda": "driver CUDA", "gpu_model": "GPU model", "gpu_count": "GPU count",
+               "torch": "torch build", "python": "Python"}
+PROBLEM = ("fail", "warn", "error")
+MAX_NAMES = 50  # nodes named per failure or drift value in the text formats; the JSON and CSV name them all
+
+
+class Problem(NamedTuple):
+    rule: str
+    subject: str
+    status: str
+    severity: str
+    message: str
+
+
+class Node(NamedTuple):
+    name: str
+    source: str
+    state: str  # ok, warnings, failing
+    problems: Tuple[Problem, ...]
+    drift: Dict[str, str]
+    fingerprint: Dict[str, str]
+    statuses: Dict[str, str]  # rule -> worst status over its subjects (the html matrix)
+
+
+_WORST = {"error": 4, "fail": 3, "warn": 2, "pass": 1, "skip": 0}
+
+
+def drift_values(inventory: Optional[Dict[str, Any]]) -> Dict[str, str]:
+    if not inventory:
+        return {key: "not reported" for key in DRIFT_KEYS}
+    driver = inventory.get("driver") or {}
+    gpus = inventory.get("gpus") or []
+    names = sorted({g.get("name") or ("lost GPU" if g.get("lost") else "unknown") for g in gpus})
+    torch = inventory.get("torch")
+    python = inventory.get("python") or {}
+    return {
+        "driver": driver.get("version") or "none",
+        "cuda": driver.get("cuda") or "none",
+        "gpu_model": " + ".join(names) or "no GPU",
+        "gpu_count": str(len(gpus)),
+        "torch": ("%s (CUDA %s)" % (torch.get("version"), torch.get("cuda") or "none")) if torch else "none",
+        "python": python.get("version") or "not probed",
+    }
+
+
+def fingerprint(inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
+    """The facts a node is compared on with --baseline, flattened to "key: value"."""
+    found = dict(("inventory.%s" % key, value) for key, value in drift_values(inventory).items())
+    for gpu in (inventory or {}).get("gpus") or []:
+        found["gpu%s.name" % gpu.get("index")] = str(gpu.get("name"))
+        found["gpu%s.memory_total" % gpu.get("index")] = str(gpu.get("memory_total"))
+        found["gpu%s.compute_capability" % gpu.get("index")] = str(gpu.get("compute_capability"))
+    if facts:
+        host = facts.get("host") if isinstance(facts.get("host"), dict) else {}
+        for key, path in (("host.cpu.count", ("cpu", "count")), ("host.memory.total", ("memory", "total")),
+                          ("host.shm.total", ("shm", "total")), ("host.container", ("container", "kind"))):
+            value: Any = host
+            for step in path:
+                value = value.get(step) if isinstance(value, dict) else None
+            found[key] = str(value)
+        python = facts.get("python") if isinstance(facts.get("python"), dict) else {}
+        for name, package in sorted((python.get("packages") or {}).items()):
+            if isinstance(package, dict):
+                found["package.%s" % name] = str(package.get("version"))
+    return found
+
+
+class Fleet:
+    def __init__(self) -> None:
+        self.nodes: List[Node] = []
+        self.unreadable: List[Tuple[str, str]] = []
+        self.rules: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()  # rule -> title, severity, first fix
+        self._names: Counter = Counter()
+
+    def add(self, name: Optional[str], source: str, ok: bool, results: List[Dict[str, Any]],
+            inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, Any]] = None) -> Node:
+        base = name or source.rsplit("/", 1)[-1].split(".json")[0]
+        self._names[base] += 1
+        shown = base if self._names[base] == 1 else "%s #%d" % (base, self._names[base])
+        problems = []
+        statuses: Dict[str, str] = {}
+        for result in results:
+            rule, status = str(result.get("id")), str(result.get("status"))
+            known = self.rules.setdefault(rule, {"title": result.get("title") or rule, "fix": None,
+                                                 "severity": result.get("severity")})
+            if _WORST.get(status, 0) > _WORST.get(statuses.get(rule, "skip"), 0) or rule not in statuses:
+                statuses[rule] = status
+            if status in PROBLEM:
+                problems.append(Problem(rule, str(result.get("subject")), status, str(result.get("severity")),
+                                        str(result.get("message"))))
+                if known["fix"] is None and result.get("fix"):
+                    known["fix"] = result["fix"]
+        serious = any(p.status in ("fail", "error") and p.severity == "error" for p in problems)
+        state = "failing" if (not ok or serious) else ("warnings" if problems else "ok")
+        node = Node(shown, source, state, tuple(problems), drift_values(inventory), fingerprint(inventory, facts),
+                    statuses)
+        self.nodes.append(node)
+        return node
+
+    def add_unreadable(self, path: str, reason: str) -> None:
+        self.unreadable.append((path, reason))
+
+    # --- what the renderers show ------------------------------------------------------
+
+    def counts(self) -> Dict[str, int]:
+        states = Counter(node.state for node in self.nodes)
+        return {"nodes": len(self.nodes), "ok": states["ok"], "failing": states["failing"],
+                "warnings": states["warnings"], "unreadable": len(self.unreadable)}
+
+    def ranked(self, blocking: bool = True) -> List[Dict[str, Any]]:
+        """Rules whose problems block a node (or, ``blocking=False``, only warn), by the number of nodes they hit,
+        with those nodes, an example message and the fix once."""
+        hit: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()
+        for node in self.nodes:
+            seen = set()
+            for problem in node.problems:
+                blocks = problem.status in ("fail", "error") and problem.severity == "error"
+                if blocks != blocking or problem.rule in seen:
+                    continue
+                seen.add(problem.rule)
+                entry = hit.setdefault(problem.rule, {"rule": problem.rule, "nodes": [], "example": problem.message})
+                entry["nodes"].append(node.name)
+        ranked = sorted(hit.values(), key=lambda entry: (-len(entry["nodes"]), entry["rule"]))
+        for entry in ranked:
+            known = self.rules.get(entry["rule"], {})
+            entry.update(count=len(entry["nodes"]), title=known.get("title"), fix=known.get("fix"))
+        return ranked
+
+    def drift(self) -> Dict[str, List[Dict[str, Any]]]:
+        """Per drift key, each value with its node count (most common first) and, for the others, the nodes."""
+        result: Dict[str, List[Dict[str, Any]]] = {}
+        for key in DRIFT_KEYS:
+            values: Dict[str, List[str]] = {}
+            for node in self.nodes:
+                values.setdefault(node.drift.get(key, "not reported"), []).append(node.name)
+            ordered = sorted(values.items(), key=lambda item: (-len(item[1]), item[0]))
+            result[key] = [{"value": value, "count": len(names), "odd": index > 0, "nodes": names if index else []}
+                           for index, (value, names) in enumerate(ordered)]
+        return result
+
+    def against(self, baseline: Dict[str, str]) -> List[Dict[str, Any]]:
+        """For each node that differs from the baseline's facts: the facts, with both values."""
+        differing = []
+        for node in self.nodes:
+            keys = sorted(set(baseline) | set(node.fingerprint))
+            changes = [{"fact": key, "baseline": baseline.get(key, "(absent)"),
+                        "node": node.fingerprint.get(key, "(absent)")}
+                       for key in keys if baseline.get(key) != node.fingerprint.get(key)]
+            if changes:
+                differing.append({"node": node.name, "differences": changes})
+        return differing
+
+    def matrix(self) -> Tuple[List[str], List[Dict[str, Any]]]:
+        """(rules, rows): nodes with the same status on every rule collapsed into one row."""
+        rules = list(self.rules)
+        groups: "OrderedDict[Tuple[str, ...], Dict[str, Any]]" = OrderedDict()
+        for node in sorted(self.nodes, key=lambda n: ({"failing": 0, "warnings": 1, "ok": 2}[n.state], n.name)):
+            key = tuple(node.statuses.get(rule, "none") for rule in rules)
+            group = groups.setdefault(key, {"statuses": list(key), "nodes": [], "state": node.state,
+                                            "messages": {}})
+            group["nodes"].append(node.name)
+            for problem in node.problems:
+                group["messages"].setdefault(problem.rule, "%s %s: %s" % (node.name, problem.subject, problem.message))
+        return rules, list(groups.values())
+
+
+def summary_inventory(node: Node) -> str:
+    return "%s | %s GPU(s), %s | driver %s (CUDA %s) | torch %s" % (
+        node.name, node.drift["gpu_count"], node.drift["gpu_model"], node.drift["driver"], node.drift["cuda"],
+        node.drift["torch"])
+

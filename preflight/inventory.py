@@ -1,0 +1,64 @@
+"""What a snapshot says the machine is, in brief: host, GPUs, driver and CUDA, the Python judged and its torch.
+
+Reports and facts snapshots carry it (``inventory``) so that a fleet of them can be read without the full
+facts, and text reports start with it in one line.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+
+def host_name() -> str:
+    import os
+    import platform
+
+    try:
+        return os.uname().nodename
+    except AttributeError:  # Windows
+        return platform.node()
+
+
+def of(snapshot: Dict[str, Any]) -> Dict[str, Any]:
+    """The inventory of a facts snapshot; parts the snapshot lacks are null."""
+    nvml = snapshot.get("nvml") if isinstance(snapshot.get("nvml"), dict) else {}
+    python = snapshot.get("python") if isinstance(snapshot.get("python"), dict) else {}
+    torch = python.get("torch") if isinstance(python.get("torch"), dict) else {}
+    gpus: List[Dict[str, Any]] = []
+    for gpu in nvml.get("gpus") or []:
+        if not isinstance(gpu, dict):
+            continue
+        memory = gpu.get("memory") if isinstance(gpu.get("memory"), dict) else {}
+        gpus.append({"index": gpu.get("index"), "name": gpu.get("name"), "uuid": gpu.get("uuid"),
+                     "pci_bus_id": gpu.get("pci_bus_id"), "memory_total": memory.get("total"),
+                     "compute_capability": gpu.get("compute_capability"), "lost": bool(gpu.get("lost"))})
+    return {
+        "gpus": gpus,
+        "driver": {"version": nvml.get("driver_version"), "cuda": nvml.get("cuda_driver_version"),
+                   "nvml": (nvml.get("init") or {}).get("status") if nvml else None},
+        "python": {"executable": python.get("executable"), "version": python.get("version")} if python else None,
+        "torch": {"version": torch.get("version"), "cuda": torch.get("cuda")} if torch.get("installed") else None,
+    }
+
+
+def gpu_summary(gpus: List[Dict[str, Any]]) -> str:
+    """"8x NVIDIA H100 80GB HBM3", "NVIDIA A100 + NVIDIA T4", "no GPU"."""
+    names: Dict[str, int] = {}
+    for gpu in gpus:
+        name = gpu.get("name") or ("lost GPU" if gpu.get("lost") else "unknown GPU")
+        names[name] = names.get(name, 0) + 1
+    return " + ".join("%dx %s" % (count, name) for name, count in names.items()) or "no GPU"
+
+
+def line(host: Optional[str], inventory: Dict[str, Any]) -> str:
+    """One line: host | GPUs | driver (CUDA) | Python, torch."""
+    driver = inventory.get("driver") or {}
+    if driver.get("version"):
+        drivers = "driver %s (CUDA %s)" % (driver["version"], driver.get("cuda") or "?")
+    else:
+        drivers = "no driver (NVML: %s)" % (driver.get("nvml") or "not probed")
+    python = inventory.get("python") or {}
+    torch = inventory.get("torch")
+    software = "Python %s, %s" % (python.get("version") or "?", "torch %s" % torch["version"] if torch else "no torch") \
+        if python else "Python not probed"
+    return " | ".join([host or "unknown host", gpu_summary(inventory.get("gpus") or []), drivers, software])

@@ -1,0 +1,109 @@
+"""preflight fleet for people (text, markdown, html) and programs (json: preflight.fleet/1, csv: a row per node)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from typing import Any, Dict, List, Optional
+
+from preflight.fleet.aggregate import DRIFT_KEYS, DRIFT_WORDS, MAX_NAMES, SCHEMA, Fleet
+
+
+def render(fleet: Fleet, name: str, baseline: Optional[str] = None,
+           against: Optional[List[Dict[str, Any]]] = None) -> str:
+    if name == "json":
+        return json.dumps(as_json(fleet, baseline, against), indent=2)
+    if name == "csv":
+        return as_csv(fleet)
+    if name == "html":
+        from preflight.render import fleet_html
+
+        return fleet_html.render(fleet, as_json(fleet, baseline, against))
+    return as_text(fleet, baseline, against, markdown=name == "markdown")
+
+
+def as_json(fleet: Fleet, baseline: Optional[str] = None,
+            against: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "summary": fleet.counts(),
+        "failures": fleet.ranked(blocking=True),
+        "warnings": fleet.ranked(blocking=False),
+        "drift": fleet.drift(),
+        "baseline": {"node": baseline, "differing": against} if baseline else None,
+        "unreadable": [{"path": path, "reason": reason} for path, reason in fleet.unreadable],
+        "nodes": [{"node": n.name, "source": n.source, "state": n.state, "inventory": n.drift,
+                   "problems": [p._asdict() for p in n.problems]} for n in fleet.nodes],
+    }
+
+
+def as_csv(fleet: Fleet) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["node", "state", "failing_rules", "warning_rules"] + list(DRIFT_KEYS) + ["source"])
+    for node in fleet.nodes:
+        failing = sorted({p.rule for p in node.problems if p.status in ("fail", "error") and p.severity == "error"})
+        warning = sorted({p.rule for p in node.problems} - set(failing))
+        writer.writerow([node.name, node.state, " ".join(failing), " ".join(warning)]
+                        + [node.drift.get(key, "") for key in DRIFT_KEYS] + [node.source])
+    for path, reason in fleet.unreadable:
+        writer.writerow([path, "unreadable", "", reason] + [""] * len(DRIFT_KEYS) + [path])
+    return out.getvalue()
+
+
+def _names(nodes: List[str]) -> str:
+    shown = ", ".join(nodes[:MAX_NAMES])
+    return shown + (" and %d more" % (len(nodes) - MAX_NAMES) if len(nodes) > MAX_NAMES else "")
+
+
+def as_text(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[str, Any]]],
+            markdown: bool = False) -> str:
+    counts = fleet.counts()
+    heading = (lambda text: "## " + text) if markdown else (lambda text: text.upper())
+    bullet = "- " if markdown else "  "
+    lines = ["%s%d nodes: %d OK, %d failing, %d with warnings; %d files unreadable" % (
+        "# " if markdown else "", counts["nodes"], counts["ok"], counts["failing"], counts["warnings"],
+        counts["unreadable"]), ""]
+    for title, entries in (("Failing rules, by the number of nodes", fleet.ranked(True)),
+                           ("Warnings, by the number of nodes", fleet.ranked(False))):
+        if not entries:
+            continue
+        lines += [heading(title), ""]
+        for entry in entries:
+            lines.append("%s%s: %d node%s (%s)" % (bullet, entry["rule"], entry["count"],
+                                                   "" if entry["count"] == 1 else "s", entry["title"]))
+            lines.append("    e.g. %s" % entry["example"])
+            lines.append("    nodes: %s" % _names(entry["nodes"]))
+            fix = entry.get("fix")
+            if fix:
+                lines.append("    fix: %s" % fix.get("title"))
+                lines += ["      - %s" % step for step in fix.get("steps") or []]
+                lines += ["      $ %s" % command for command in fix.get("commands") or []]
+        lines.append("")
+    lines += [heading("Drift"), ""]
+    for key, values in fleet.drift().items():
+        shown = "; ".join("%s: %d" % (v["value"], v["count"]) for v in values)
+        lines.append("%s%s: %s" % (bullet, DRIFT_WORDS[key], shown))
+        for value in values:
+            if value["odd"]:
+                lines.append("    %s on %s" % (value["value"], _names(value["nodes"])))
+    lines.append("")
+    if baseline:
+        lines += [heading("Against %s" % baseline), ""]
+        if not against:
+            lines.append("%severy node matches %s" % (bullet, baseline))
+        for node in against or []:
+            changes = "; ".join("%s %s (baseline %s)" % (c["fact"], c["node"], c["baseline"])
+                                for c in node["differences"][:12])
+            more = len(node["differences"]) - 12
+            lines.append("%s%s: %s%s" % (bullet, node["node"], changes, " and %d more" % more if more > 0 else ""))
+        lines.append("")
+    if fleet.unreadable:
+        lines += [heading("Unreadable files"), ""]
+        lines += ["%s%s: %s" % (bullet, path, reason) for path, reason in fleet.unreadable[:MAX_NAMES]]
+        if len(fleet.unreadable) > MAX_NAMES:
+            lines.append("%sand %d more" % (bullet, len(fleet.unreadable) - MAX_NAMES))
+    return "\n".join(lines).rstrip() + "\n"
