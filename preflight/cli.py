@@ -380,6 +380,28 @@ def fleet(options, paths, baseline, output_format, output) -> int:
     return command.main(options, list(paths), baseline, _shown(output_format, output), _warn)
 
 
+@cli.command()
+@declare(check_group(with_facts=False))
+@click.option("--listen", default="127.0.0.1:9400", show_default=True, metavar="HOST:PORT",
+              help="Where to serve /healthz, /metrics and /report (0.0.0.0:9400 for every interface; port 0: any).")
+@click.option("--interval", default="60s", show_default=True, metavar="DURATION",
+              help="How often to check (requests never start a check).")
+@click.option("--nfd-output", metavar="FILE",
+              help="Also write the NFD feature file after every check (as check --format nfd --output FILE).")
+@click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
+              help="With --nfd-output: NFD drops the labels if the file is not rewritten within this time.")
+@check_options(PROBE, WORKLOAD, consume=_names(check_group(with_facts=False)))
+def serve(options, listen, interval, nfd_output, expires_in) -> int:
+    """Check every interval and serve the latest result over HTTP: /healthz (200 OK, 503 failing) for
+    Kubernetes probes, /metrics for Prometheus, /report as JSON. SIGTERM stops it."""
+    from preflight.commands import serve as command
+
+    seconds = _duration("--interval", interval)
+    if seconds < 1:
+        raise click.UsageError("--interval must be at least 1s, got %s" % interval)
+    return command.main(options, listen, seconds, nfd_output, _duration("--expires-in", expires_in), _warn)
+
+
 @cli.command("exec", context_settings={"allow_interspersed_args": False})
 @declare(CHECK)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,

@@ -40,24 +40,88 @@ def containers(doc):
 
 def test_every_manifest_is_valid_yaml_with_a_kind():
     docs = manifests()
-    assert {name for name, _ in docs} == {"nfd-daemonset.yaml", "training-job-init-container.yaml"}
+    assert {name for name, _ in docs} == {"nfd-daemonset.yaml", "training-job-init-container.yaml",
+                                          "prometheusrule.yaml"}
     for _, doc in docs:
         assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"]
 
 
-def test_the_daemonset_writes_the_nfd_feature_file_where_nfd_reads_it():
+def test_the_daemonset_serves_checks_and_writes_the_nfd_feature_file_where_nfd_reads_it():
     [doc] = [d for name, d in manifests() if name == "nfd-daemonset.yaml"]
     assert doc["kind"] == "DaemonSet"
     [container], spec = containers(doc)
-    script = container["args"][0]
-    line = [l for l in script.replace("\\\n", " ").splitlines() if "preflight check" in l][0]
-    name, params = parses(shlex.split(line))
-    assert name == "check" and params["output_format"] == "nfd" and params["profile"] == "node"
-    assert Path(params["output"]).parent == Path(FEATURES_D)
+    name, params = parses(container["command"])
+    assert name == "serve" and params["profile"] == "node" and params["listen"] == "0.0.0.0:9400"
+    assert Path(params["nfd_output"]).parent == Path(FEATURES_D)
+    [port] = container["ports"]
+    assert port["containerPort"] == 9400 and container["readinessProbe"]["httpGet"] == {"path": "/healthz",
+                                                                                       "port": port["name"]}
+    assert "httpGet" not in container["livenessProbe"]  # a failing node must not restart the pod
     [mount] = container["volumeMounts"]
     [volume] = [v for v in spec["volumes"] if v["name"] == mount["name"]]
     assert mount["mountPath"] == FEATURES_D == volume["hostPath"]["path"]
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in container["env"]
+
+
+def _metric_names():
+    """Every metric name preflight serve's /metrics can carry."""
+    import re as regex
+
+    from preflight import serve
+    from preflight.render import prometheus
+
+    text = (Path(prometheus.__file__).read_text() + Path(serve.__file__).read_text())
+    return set(regex.findall(r"\b(preflight_[a-z_]+)\b", text))
+
+
+def test_the_alerting_rules_pass_promtool_and_match_the_operator_resource():
+    import shutil
+    import subprocess
+
+    import pytest
+
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "preflight-rules.yml").read_text())
+    [operator] = [d for name, d in manifests() if name == "prometheusrule.yaml"]
+    assert operator["kind"] == "PrometheusRule" and operator["spec"] == rules
+    alerts = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
+    assert alerts["PreflightNodeNotReady"]["for"] == "10m" and "preflight_ok == 0" in alerts["PreflightNodeNotReady"]["expr"]
+    assert "> 3" in alerts["PreflightRuleFailingOnManyNodes"]["expr"]
+    names = _metric_names()
+    for rule in alerts.values():
+        for used in re.findall(r"\b(preflight_[a-z_]+)\b", rule["expr"]):
+            assert used in names, used
+    promtool = shutil.which("promtool")
+    if not promtool:
+        pytest.skip("SKIPPED LOUDLY: promtool is not installed (Debian: apt-get install prometheus); the alerting "
+                    "rules were parsed but not checked by Prometheus itself")
+    checked = subprocess.run([promtool, "check", "rules", str(DEPLOY / "prometheus" / "preflight-rules.yml")],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0 and "SUCCESS: 3 rules found" in checked.stdout, checked.stdout + checked.stderr
+
+
+def test_the_scrape_config_and_the_grafana_dashboard(tmp_path):
+    import shutil
+    import subprocess
+
+    scrape = yaml.safe_load((DEPLOY / "prometheus" / "scrape.yml").read_text())
+    jobs = {job["job_name"]: job for job in scrape["scrape_configs"]}
+    keep = [r for r in jobs["preflight"]["relabel_configs"] if r.get("action") == "keep"]
+    assert {r["regex"] for r in keep} == {"preflight", "metrics"}
+    promtool = shutil.which("promtool")
+    if promtool:  # Debian's Prometheus is built without Kubernetes discovery: check the static job there
+        static = tmp_path / "static.yml"
+        static.write_text(yaml.safe_dump({"scrape_configs": [jobs["preflight-static"]]}))
+        checked = subprocess.run([promtool, "check", "config", str(static)], capture_output=True, text=True,
+                                 timeout=60)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    dashboard = json.loads((DEPLOY / "grafana" / "preflight-dashboard.json").read_text())
+    titles = {panel["title"] for panel in dashboard["panels"]}
+    assert {"Fleet readiness", "Failing rules by node", "Drift: driver versions", "Drift: GPU models"} <= titles
+    names = _metric_names()
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            for used in re.findall(r"\b(preflight_[a-z_]+)\b", target["expr"]):
+                assert used in names, (panel["title"], used)
 
 
 def test_the_init_container_runs_preflight_exec():

@@ -1,0 +1,74 @@
+"""preflight serve: check every interval and serve the latest result over HTTP (/healthz, /metrics, /report)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Optional
+
+from preflight.commands import common
+from preflight.commands.options import CheckOptions
+from preflight.errors import ExitCode, PreflightError
+
+
+def parse_listen(text: str):
+    """``HOST:PORT`` (``:9400`` and ``0.0.0.0:9400``; ``[::1]:9400`` for IPv6) -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise PreflightError("--listen %r must be HOST:PORT" % text, "for example --listen 0.0.0.0:9400")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _validate(options: CheckOptions, warn: common.Warn) -> None:
+    from preflight.commands import site
+
+    applied = site.apply(options, None)
+    ruleset = common.load_rules(applied.options.rules_paths, warn, capacity=applied.options.workload is not None)
+    site.validate(applied, ruleset)
+    common.choose_rules(applied.options, ruleset)
+
+
+def main(options: CheckOptions, listen: str, interval: float, nfd_output: Optional[str], expires_in: float,
+         warn: common.Warn = None) -> int:
+    import signal
+
+    from preflight import serve
+    from preflight.commands import check
+
+    host, port = parse_listen(listen)
+    latest = serve.Latest()
+    _validate(options, warn)  # bad options or rule files: exit 2 now, not in the background later
+
+    def after(report) -> None:
+        if nfd_output:
+            from preflight.output import emit
+            from preflight.render import nfd
+
+            emit(nfd.render(report, expires_in=expires_in), nfd_output)
+
+    try:
+        server = serve.make_server(host, port, latest)
+    except OSError as exc:
+        raise PreflightError("--listen %s: %s" % (listen, exc.strerror or exc), "choose another port or address")
+    checker = serve.Checker(lambda: check.run(options, warn), interval, latest, after)
+    stopped = threading.Event()
+
+    def stop(signum, frame) -> None:
+        stopped.set()
+        threading.Thread(target=server.shutdown, daemon=True).start()  # shutdown() waits for serve_forever
+
+    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), stop)
+    bound_host, bound_port = server.server_address[:2]
+    sys.stderr.write("preflight serve: listening on http://%s:%d (/healthz, /metrics, /report); checking every "
+                     "%.0f s\n" % (bound_host, bound_port, interval))
+    sys.stderr.flush()
+    checker.start()
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        checker.stopping.set()
+        server.server_close()
+    sys.stderr.write("preflight serve: stopped\n")
+    return ExitCode.OK

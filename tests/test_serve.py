@@ -1,0 +1,197 @@
+"""preflight serve over real sockets: probes, scrapes, load, a hung check, SIGTERM, and a real Prometheus."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
+
+H200 = nvml_fixture("h200-driver580.json")
+A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")
+
+
+class Server:
+    def __init__(self, *args: str) -> None:
+        env = clean_env(None)
+        env["PREFLIGHT_CACHE_DIR"] = os.environ.get("PREFLIGHT_CACHE_DIR", "")
+        self.process = subprocess.Popen([sys.executable, "-m", "preflight", "serve", "--listen", "127.0.0.1:0", *args],
+                                        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                                        cwd=NEUTRAL_CWD)
+        line = self.process.stderr.readline()
+        assert "listening on http://127.0.0.1:" in line, line + self.process.stderr.read()
+        self.base = line.split("listening on ")[1].split()[0]
+
+    def get(self, path: str, timeout: float = 5.0):
+        try:
+            with urllib.request.urlopen(self.base + path, timeout=timeout) as response:
+                return response.status, response.read().decode("utf-8"), response.headers.get("Content-Type")
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode("utf-8"), error.headers.get("Content-Type")
+
+    def wait_for_check(self, deadline: float = 30.0) -> None:
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            if "no check has finished yet" not in self.get("/healthz")[1]:
+                return
+            time.sleep(0.1)
+        raise AssertionError("no check finished within %.0f s" % deadline)
+
+    def stop(self) -> int:
+        """SIGTERM; the exit code (what it said last is in ``self.said``)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(10)
+            self.said = self.process.stderr.read()
+            return code
+        finally:
+            self.process.stderr.close()
+            self.process.stdout.close()
+
+
+@pytest.fixture
+def served():
+    started = []
+
+    def start(*args):
+        server = Server(*args)
+        started.append(server)
+        return server
+    yield start
+    for server in started:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait(5)
+
+
+def _metric(body: str, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == name:
+                return sample.value
+    raise AssertionError("%s not in /metrics" % name)
+
+
+def test_healthy_node_many_requests_one_check(served):
+    pytest.importorskip("prometheus_client", reason="SKIPPED LOUDLY: prometheus_client is not installed")
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h")
+    server.wait_for_check()
+    status, body, kind = server.get("/healthz")
+    assert status == 200 and body.startswith("preflight: OK, ") and "checked " in body and kind.startswith("text/plain")
+    paths = ["/healthz", "/metrics", "/report", "/nope"] * 50
+    with ThreadPoolExecutor(max_workers=200) as pool:
+        answers = list(pool.map(server.get, paths))
+    assert [a[0] for a in answers] == [200, 200, 200, 404] * 50
+    status, metrics, kind = server.get("/metrics")
+    assert kind.startswith("text/plain; version=0.0.4")
+    assert _metric(metrics, "preflight_checks_total") == 1  # 200 requests started no check
+    assert _metric(metrics, "preflight_ok") == 1 and _metric(metrics, "preflight_last_check_timestamp_seconds") > 0
+    report = json.loads(server.get("/report")[1])
+    assert report["schema"] == "preflight.report/1" and report["ok"] is True and report["served"]["checks"] == 1
+    assert server.stop() == 0 and "preflight serve: stopped" in server.said
+
+
+def test_failing_node_is_503_with_the_reason(served):
+    server = served("--profile", "node", "--nvml-fixture", A100X2, "--interval", "1h")
+    server.wait_for_check()
+    status, body, _ = server.get("/healthz")
+    assert status == 503 and body.startswith("preflight: FAIL gpu.health gpu1 ") and "uncorrected ECC" in body
+    assert json.loads(server.get("/report")[1])["ok"] is False
+
+
+def test_checks_run_every_interval_never_more_often(served):
+    pytest.importorskip("prometheus_client", reason="SKIPPED LOUDLY: prometheus_client is not installed")
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1s")
+    server.wait_for_check()
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=50) as pool:
+        while time.monotonic() - started < 2.5:
+            list(pool.map(server.get, ["/metrics"] * 50))
+    checks = _metric(server.get("/metrics")[1], "preflight_checks_total")
+    elapsed = time.monotonic() - started
+    assert 1 <= checks <= elapsed / 1.0 + 2, (checks, elapsed)
+
+
+def test_a_hung_check_never_blocks_a_request(served, tmp_path):
+    pytest.importorskip("prometheus_client", reason="SKIPPED LOUDLY: prometheus_client is not installed")
+    stuck = tmp_path / "python"
+    stuck.write_text("#!/bin/sh\nexec sleep 60\n")
+    stuck.chmod(0o755)
+    server = served("--nvml-fixture", H200, "--python", str(stuck), "--timeout", "30", "--interval", "1h")
+    time.sleep(0.5)
+    asked = time.monotonic()
+    status, body, _ = server.get("/healthz", timeout=3)
+    assert time.monotonic() - asked < 3
+    assert status == 503 and "no check has finished yet" in body
+    assert _metric(server.get("/metrics", timeout=3)[1], "preflight_check_running_seconds") > 0
+    assert server.stop() == 0  # SIGTERM stops it even while a check hangs
+
+
+def test_the_nfd_file_is_written_after_each_check(served, tmp_path):
+    target = tmp_path / "preflight"
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h", "--nfd-output", str(target))
+    server.wait_for_check()
+    end = time.monotonic() + 5
+    while not target.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert "preflight.ready=true" in target.read_text()
+
+
+def test_bad_listen_addresses_are_clear_errors():
+    completed = run_cli("serve", "--listen", "nowhere", subprocess_only=True)
+    assert completed.returncode == 2 and "--listen 'nowhere' must be HOST:PORT" in completed.stderr
+    completed = run_cli("serve", "--interval", "0s")
+    assert completed.returncode == 2 and "--interval must be at least 1s" in completed.stderr
+
+
+def test_a_real_prometheus_scrapes_it(served, tmp_path):
+    prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
+    if not prometheus or not promtool:
+        pytest.skip("SKIPPED LOUDLY: Prometheus is not installed here (Debian: apt-get install prometheus); "
+                    "no real server scrapes preflight serve in this run")
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h")
+    server.wait_for_check()
+    body = server.get("/metrics")[1]
+    linted = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, text=True, timeout=30)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    target = server.base.split("//")[1]
+    config = tmp_path / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: preflight\n"
+                      "    static_configs:\n      - targets: ['%s']\n" % target)
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    scraper = subprocess.Popen([prometheus, "--config.file=%s" % config, "--storage.tsdb.path=%s" % (tmp_path / "data"),
+                                "--web.listen-address=127.0.0.1:%d" % port], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 60
+        value = None
+        while time.monotonic() < end and value is None:
+            time.sleep(0.5)
+            try:
+                query = "http://127.0.0.1:%d/api/v1/query?query=preflight_ok" % port
+                with urllib.request.urlopen(query, timeout=2) as response:
+                    result = json.loads(response.read())["data"]["result"]
+                value = result[0]["value"][1] if result else None
+            except (OSError, ValueError, KeyError):
+                continue
+        assert value == "1", "Prometheus did not scrape preflight_ok=1 within 60 s"
+    finally:
+        scraper.terminate()
+        scraper.wait(10)
