@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Build dist/preflight.pyz: preflight and its dependencies in one file, for nodes without a virtual environment.
+
+Made with shiv (https://github.com/linkedin/shiv, installed into a throwaway venv at a pinned version). Run it
+with the oldest Python the file must serve (3.8): pip picks versions of the dependencies that still run there,
+and they run on newer Pythons too (psutil ships one wheel for every CPython 3, its abi3 build). tomli is always
+included, for Pythons before 3.11. On its first run the file unpacks itself under ~/.shiv (SHIV_ROOT to move
+it), which psutil's compiled module needs; later runs reuse that.
+
+    python3.8 scripts/build_zipapp.py [--output dist/preflight.pyz]
+    python3 dist/preflight.pyz check --profile node
+
+The build is reproducible: SOURCE_DATE_EPOCH fixes the timestamps (shiv --reproducible), so the same sources and
+dependency versions give the same file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import venv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHIV = "shiv==1.0.8"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default=os.path.join(ROOT, "dist", "preflight.pyz"))
+    args = parser.parse_args()
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="preflight-zipapp-") as work:
+        builder = os.path.join(work, "venv")
+        venv.create(builder, with_pip=True)
+        python = os.path.join(builder, "bin", "python")
+        quiet = ["--quiet", "--disable-pip-version-check"]
+        subprocess.run([python, "-m", "pip", "install"] + quiet + [SHIV], check=True)
+        env = dict(os.environ, SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "1764460800"))
+        subprocess.run([python, "-m", "shiv", "--reproducible", "--compressed", "--output-file", args.output,
+                        "--entry-point", "preflight.cli:main", "--python", "/usr/bin/env python3",
+                        ROOT, "tomli>=1.1", "--disable-pip-version-check", "--quiet"],
+                       check=True, env=env, cwd=work)
+    size = os.path.getsize(args.output) / 1e6
+    print("built %s (%.1f MB) with Python %d.%d" % (args.output, size, sys.version_info[0], sys.version_info[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
