@@ -402,6 +402,16 @@ def serve(options, listen, interval, nfd_output, expires_in) -> int:
     return command.main(options, listen, seconds, nfd_output, _duration("--expires-in", expires_in), _warn)
 
 
+@cli.command()
+@click.argument("name", required=False, type=click.Choice(["report", "diagnosis", "plan", "facts", "fleet"]))
+def schema(name) -> int:
+    """Print the JSON Schema (draft 2020-12) of a JSON document preflight writes: report (check --format json),
+    diagnosis, plan, facts or fleet; without NAME, list them."""
+    from preflight.commands import schema as command
+
+    return command.main(name)
+
+
 @cli.command("exec", context_settings={"allow_interspersed_args": False})
 @declare(CHECK)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,

@@ -1,0 +1,86 @@
+"""Every JSON document preflight writes validates against its shipped JSON Schema (draft 2020-12)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, REPO, nvml_fixture, run_cli
+
+jsonschema = pytest.importorskip("jsonschema", reason="SKIPPED LOUDLY: jsonschema (a test dependency) is missing")
+
+
+def schema(name):
+    completed = run_cli("schema", name)
+    assert completed.returncode == 0, completed.stderr
+    document = json.loads(completed.stdout)
+    jsonschema.Draft202012Validator.check_schema(document)
+    return jsonschema.Draft202012Validator(document)
+
+
+def valid(name, text):
+    document = json.loads(text)
+    errors = sorted(schema(name).iter_errors(document), key=lambda e: list(e.path))
+    assert not errors, ["%s: %s" % ("/".join(map(str, e.path)), e.message) for e in errors[:5]]
+    return document
+
+
+def test_the_shipped_schemas_are_the_generated_ones():
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "make_schemas.py"), "--check"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = run_cli("schema").stdout
+    for name in ("report", "diagnosis", "plan", "facts", "fleet"):
+        assert name in listed
+
+
+@pytest.mark.parametrize("fixture, args", [
+    ("h200-driver580.json", ()), ("h200-driver580.json", ("--profile", "node")),
+    ("8x-h100-hgx-faults.json", ("--profile", "node")), ("8x-h100-one-missing-one-lost.json",
+                                                         ("--profile", "node", "--expect-gpus", "8")),
+    ("no-library.json", ()), ("2x-a100-40g-driver550-ecc.json", ("--workload", "yolov9-c", "--batch", "256")),
+])
+def test_check_reports(fixture, args):
+    completed = run_cli("check", "--nvml-fixture", nvml_fixture(fixture), "--format", "json", *args)
+    valid("report", completed.stdout)
+
+
+def test_facts_snapshots():
+    for fixture in ("h200-driver580.json", "8x-h100-hgx.json", "no-library.json"):
+        valid("facts", run_cli("facts", "--nvml-fixture", nvml_fixture(fixture), "--kernel-log",
+                               str(FIXTURES / "kernel-log" / "xid-74-nvlink.log")).stdout)
+
+
+def test_diagnoses():
+    for log in sorted((REPO / "tests" / "corpus").glob("*"))[:12]:
+        completed = run_cli("diagnose", str(log), "--no-facts", "--format", "json")
+        valid("diagnosis", completed.stdout)
+
+
+def test_plans():
+    for args in (("--workload", "gelan-c"), ("--workload", "yolov9-e", "--task", "inference", "--half"),
+                 ("--workload", "gelan-c", "--gpu-memory", "6GiB", "--cc", "8.6"),
+                 ("--workload", "gelan-c", "--max-objects", "300", "--nvml-fixture", nvml_fixture("h200-driver580.json"))):
+        valid("plan", run_cli("plan", "--format", "json", *args).stdout)
+
+
+def test_fleet(tmp_path):
+    for index, fixture in enumerate(("h200-driver580.json", "2x-a100-40g-driver550-ecc.json")):
+        snapshot = json.loads(run_cli("facts", "--nvml-fixture", nvml_fixture(fixture)).stdout)
+        snapshot["hostname"] = "n%d" % index
+        (tmp_path / ("n%d.json" % index)).write_text(json.dumps(snapshot))
+    (tmp_path / "report.json").write_text(run_cli("check", "--nvml-fixture", nvml_fixture("h200-driver580.json"),
+                                                  "--format", "json").stdout)
+    (tmp_path / "junk.json").write_text("{}")
+    document = valid("fleet", run_cli("fleet", str(tmp_path), "--format", "json", "--baseline", "n0").stdout)
+    assert document["summary"]["nodes"] == 3 and document["summary"]["unreadable"] == 1
+
+
+def test_a_document_that_breaks_the_contract_is_caught():
+    report = json.loads(run_cli("check", "--nvml-fixture", nvml_fixture("h200-driver580.json"), "--format",
+                                "json").stdout)
+    report["results"][0]["status"] = "maybe"
+    assert list(schema("report").iter_errors(report))
