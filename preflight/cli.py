@@ -340,6 +340,8 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
               show_default=True)
 @OUTPUT
+@click.option("--color", type=_COLORS, default="auto", show_default=True,
+              help="Colour the text (auto: only on a terminal, never when NO_COLOR is set).")
 @click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
               help="This machine's GPUs from a saved snapshot.")
 @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
@@ -349,7 +351,7 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
               help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
 @check_options(consume=("workload", "task", "batch", "imgsz", "fp32", "half", "optimizer", "max_objects", "facts_file",
                         "nvml_fixture", "timeout", "rules_paths"))
-def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, output) -> int:
+def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, output, color) -> int:
     """Will a workload fit, and which GPU to use: memory needed, whether it fits, and the largest batch, per GPU."""
     from preflight.commands import plan as command
 
@@ -358,7 +360,7 @@ def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, ou
     if gpu_memory is not None and gpu_filters:
         raise click.UsageError("--gpu-memory plans for that GPU alone; leave out --gpu")
     custom = command.custom_gpu(gpu_memory, compute_capability) if gpu_memory is not None else None
-    return command.main(options, list(gpu_filters), _shown(output_format, output), _warn, custom)
+    return command.main(options, list(gpu_filters), _shown(output_format, output, color=color), _warn, custom)
 
 
 @cli.command()
@@ -404,12 +406,13 @@ def serve(options, listen, interval, nfd_output, expires_in) -> int:
 
 @cli.command()
 @click.argument("name", required=False, type=click.Choice(["report", "diagnosis", "plan", "facts", "fleet"]))
-def schema(name) -> int:
+@OUTPUT
+def schema(name, output) -> int:
     """Print the JSON Schema (draft 2020-12) of a JSON document preflight writes: report (check --format json),
     diagnosis, plan, facts or fleet; without NAME, list them."""
     from preflight.commands import schema as command
 
-    return command.main(name)
+    return command.main(name, output)
 
 
 @cli.command("exec", context_settings={"allow_interspersed_args": False})

@@ -50,5 +50,8 @@ def main(options: CheckOptions, gpu_filters: List[str], shown: OutputOptions, wa
     from preflight.render import plan as render
 
     result = run(options, gpu_filters, warn, custom)
-    emit({"text": render.text, "json": render.as_json, "markdown": render.markdown}[shown.format](result), shown.output)
+    if shown.format == "text":
+        emit(render.text(result, color=shown.colored()), shown.output)
+    else:
+        emit({"json": render.as_json, "markdown": render.markdown}[shown.format](result), shown.output)
     return ExitCode.OK

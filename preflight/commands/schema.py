@@ -17,15 +17,15 @@ def path_of(name: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(preflight.schemas.__file__)), "%s-1.schema.json" % name)
 
 
-def main(name: Optional[str]) -> int:
+def main(name: Optional[str], output: Optional[str] = None) -> int:
     from preflight.output import emit
 
     if name is None:
-        emit("\n".join("%-10s %s" % (key, value) for key, value in NAMES.items()))
+        emit("\n".join("%-10s %s" % (key, value) for key, value in NAMES.items()), output)
         return ExitCode.OK
     try:
         with open(path_of(name), encoding="utf-8") as handle:
-            emit(handle.read())
+            emit(handle.read(), output)
     except OSError as exc:
         raise PreflightError("the %s schema is missing from this installation (%s)" % (name, exc),
                              "reinstall: pip install --force-reinstall gpu-preflight")

@@ -12,9 +12,44 @@ def paint(text: str, code: str, color: bool) -> str:
     return "\033[%sm%s\033[0m" % (code, text) if color else text
 
 
-def fix_lines(fix: Dict[str, Any], indent: str = "", label: str = "fix: ") -> List[str]:
-    """A rendered fix (title, steps, commands) as lines: "fix: title", "  - step", "  $ command"."""
-    lines = ["%s%s%s" % (indent, label, fix["title"])]
-    lines += ["%s  - %s" % (indent, step) for step in fix["steps"]]
+DEFAULT_WIDTH = 100
+
+
+def width(stream=None) -> int:
+    """Columns to fit: COLUMNS, else the terminal's, else 100."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) >= 40:
+        return int(columns)
+    try:
+        import sys
+
+        target = stream or sys.stdout
+        if target is not None and target.isatty():
+            return max(40, os.get_terminal_size(target.fileno()).columns)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return DEFAULT_WIDTH
+
+
+def wrap(text: str, columns: int, first: str = "", hanging: str = "") -> List[str]:
+    """``text`` in lines of at most ``columns``, the first after ``first``, the rest after ``hanging``; a word
+    longer than a whole line (a long path in a log excerpt) is broken too. Commands never come here: they are
+    printed whole, to be copied."""
+    import textwrap
+
+    if columns <= 0 or len(first) + len(text) <= columns:
+        return [first + text]
+    return textwrap.wrap(text, columns, initial_indent=first, subsequent_indent=hanging, break_long_words=True,
+                         break_on_hyphens=False) or [first]
+
+
+def fix_lines(fix: Dict[str, Any], indent: str = "", label: str = "fix: ", columns: int = 0) -> List[str]:
+    """A rendered fix (title, steps, commands) as lines: "fix: title", "  - step", "  $ command"; with ``columns``,
+    titles and steps wrap with hanging indents, and commands are never broken (they are copied whole)."""
+    lines = wrap(fix["title"], columns, indent + label, indent + " " * len(label))
+    for step in fix["steps"]:
+        lines += wrap(step, columns, indent + "  - ", indent + "    ")
     lines += ["%s  $ %s" % (indent, command) for command in fix["commands"]]
     return lines

@@ -7,6 +7,7 @@ import json
 from preflight import units
 from preflight.capacity import estimate
 from preflight.capacity.planning import Plan
+from preflight.render.blocks import COLORS, paint, width, wrap
 
 
 def _gib(value: int) -> str:
@@ -39,7 +40,27 @@ def _heading(plan: Plan) -> list:
     return lines
 
 
-def _cells(row) -> list:
+def _arch_short(arch: str) -> str:
+    """"yes", "yes, below the recommended 8.0" -> "yes (< 8.0)", "no (needs 7.5)" -> "no (< 7.5)"."""
+    if arch.startswith("yes, below the recommended"):
+        return "yes (< %s)" % arch.rsplit(" ", 1)[-1]
+    if arch.startswith("no (needs"):
+        return "no (< %s)" % arch.rstrip(")").rsplit(" ", 1)[-1]
+    return arch
+
+
+def _cells(row, short: bool = False) -> list:
+    if short:  # the terminal table: GiB without the unit (the header says it), short names
+        bare = lambda value: _gib(value).replace(" GiB", "")  # noqa: E731
+        if row.source == "this machine":
+            memory = "%s (%s free)" % (bare(row.memory_bytes), bare(row.available_bytes))
+            name = "* %s: %s" % (row.subject, row.name.replace("NVIDIA ", ""))
+        else:
+            memory = "%s (%s%s)" % (bare(row.memory_bytes), "~" if row.usable == "estimated" else "",
+                                    bare(row.available_bytes))
+            name = row.name.replace("GeForce ", "")
+        return [name, memory, row.compute_capability or "?", _arch_short(row.arch), "yes" if row.fits else "no",
+                str(row.max_batch)]
     if row.source == "this machine":
         memory = "%s (%s free)" % (_gib(row.memory_bytes), _gib(row.available_bytes))
         name = "this machine %s: %s" % (row.subject, row.name)
@@ -51,22 +72,36 @@ def _cells(row) -> list:
 
 
 HEADERS = ["GPU", "memory", "cc", "architecture supported", "fits", "largest batch"]
+SHORT_HEADERS = ["GPU", "GiB (usable)", "cc", "arch", "fits", "max"]
 USABLE_NOTE = ("usable: what one process can allocate on the idle GPU, as PyTorch reports it in public logs, or ~ "
                "estimated at 97% of the total; GDDR cards with ECC on lose 6.25% (the catalog says which state it "
-               "assumes)")
+               "assumes); arch: whether the default rules accept the compute capability (< X.Y: below the "
+               "recommended or needed X.Y); max: the largest batch that fits")
 
 
-def text(plan: Plan) -> str:
-    lines = _heading(plan) + [""]
-    table = [HEADERS] + [_cells(row) for row in plan.rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADERS))]
-    for row in table:
-        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-    if plan.machine_note:
-        lines.append("this machine: %s" % plan.machine_note)
+def text(plan: Plan, color: bool = False, columns: int = 0) -> str:
+    """The plan for a terminal: the heading wrapped, the table in 100 columns (short names; this machine's rows
+    marked with *), "fits" coloured when ``color``."""
+    columns = columns or width()
+    lines: list = []
+    for line in _heading(plan):
+        lines += wrap(line, columns, "", "  ")
     lines.append("")
-    lines.append(USABLE_NOTE)
-    lines.append("smallest catalog GPUs that fit batch %d: %s" % (plan.batch, ", ".join(plan.smallest) or "none"))
+    table = [SHORT_HEADERS] + [_cells(row, short=True) for row in plan.rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(SHORT_HEADERS))]
+    for number, row in enumerate(table):
+        cells = [cell.ljust(size) for cell, size in zip(row, widths)]
+        if number and color:
+            cells[4] = paint(cells[4], COLORS["pass"] if row[4] == "yes" else COLORS["fail"], True)
+        lines.append("  ".join(cells).rstrip())
+    if any(row.source == "this machine" for row in plan.rows):
+        lines.append("* this machine (free memory now)")
+    if plan.machine_note:
+        lines += wrap(plan.machine_note, columns, "this machine: ", "  ")
+    lines.append("")
+    lines += wrap(USABLE_NOTE, columns, "", "  ")
+    lines += wrap(", ".join(plan.smallest) or "none", columns,
+                  "smallest catalog GPUs that fit batch %d: " % plan.batch, "  ")
     return "\n".join(lines)
 
 

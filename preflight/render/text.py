@@ -1,40 +1,130 @@
-"""The report for people: one line per result, the fix under each failure, a summary."""
+"""The report for people: one line per result (identical passing GPUs share one), the fix under each failure,
+a "fix first" list, a summary; wrapped to the terminal's width."""
 
 from __future__ import annotations
 
-from typing import List
+import re
+from typing import List, NamedTuple, Tuple
 
 from preflight import __version__
+from preflight.engine.evaluate import Result
 from preflight.report import Report
-from preflight.render.blocks import COLORS, LABELS, fix_lines, paint
+from preflight.render.blocks import COLORS, LABELS, fix_lines, paint, width, wrap
 
+_PCI = re.compile(r" \([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\)")
+
+# The order to fix things in: what the rest stands on first (the driver before torch's CUDA build, torch before
+# its kernels). Rules not listed come after, in report order.
+FIX_ORDER = ("nvml.init", "gpu.health", "gpu.fabric", "gpu.expected_count", "gpu.count", "gpu.mig", "gpu.pcie",
+             "gpu.nvlink", "driver.version", "container.capabilities", "container.require", "cuda.compat",
+             "torch.cuda", "torch.arch", "python.conda_env", "python.packages", "host.shm", "gpu.memory")
+# When both fail, the first is answered by the second's fix: one action, one line.
+ANSWERED_BY = {"cuda.compat": "driver.version", "torch.arch": "torch.cuda", "gpu.count": "nvml.init"}
+
+
+class Line(NamedTuple):
+    result: Result
+    subject: str
+    message: str
 
 
 def _plural(count: int, word: str) -> str:
     return "%d %s%s" % (count, word, "" if count == 1 else "s")
 
 
-def render(report: Report, quiet: bool = False, color: bool = False, show_exit: bool = True) -> str:
+def _subjects(subjects: List[str]) -> str:
+    """gpu0, gpu1, gpu2, gpu3, gpu5 -> gpu0-3,5."""
+    indices = sorted(int(s[3:]) for s in subjects)
+    ranges: List[Tuple[int, int]] = []
+    for index in indices:
+        if ranges and index == ranges[-1][1] + 1:
+            ranges[-1] = (ranges[-1][0], index)
+        else:
+            ranges.append((index, index))
+    return "gpu" + ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in ranges)
+
+
+def collapsed(results: List[Result]) -> List[Line]:
+    """Passing (and skipped) GPU results of one rule with the same message, as one line: gpu0-7."""
+    lines: List[Line] = []
+    index = 0
+    while index < len(results):
+        result = results[index]
+        group = [result]
+        if result.status in ("pass", "skip") and result.subject.startswith("gpu") and not result.fix:
+            message = _PCI.sub("", result.message)
+            while index + len(group) < len(results):
+                other = results[index + len(group)]
+                if (other.id, other.status) != (result.id, result.status) or not other.subject.startswith("gpu") \
+                        or _PCI.sub("", other.message) != message:
+                    break
+                group.append(other)
+            if len(group) > 1:
+                lines.append(Line(result, _subjects([r.subject for r in group]), message))
+                index += len(group)
+                continue
+        lines.append(Line(result, result.subject, result.message))
+        index += 1
+    return lines
+
+
+def fix_first(results: List[Result]) -> List[str]:
+    """The blocking results' fixes, once each, in the order to do them, with what one fix answers merged in."""
+    blocking = [r for r in results if r.fix and r.status in ("fail", "error") and r.severity == "error"]
+    failing = {r.id for r in blocking}
+    items: List[Tuple[int, str, List[str]]] = []  # (order, fix title, what it answers)
+    by_title = {}
+    for position, result in enumerate(blocking):
+        owner = ANSWERED_BY.get(result.id)
+        if owner in failing:
+            continue  # told with its owner's fix
+        title = result.fix["title"]
+        where = result.id if result.subject == "system" else "%s on %s" % (result.id, result.subject)
+        if title in by_title:
+            by_title[title][2].append(where)
+            continue
+        order = FIX_ORDER.index(result.id) if result.id in FIX_ORDER else len(FIX_ORDER) + position
+        answered = [rule for rule, by in ANSWERED_BY.items() if by == result.id and rule in failing]
+        item = (order, title, [where] + answered)
+        by_title[title] = item
+        items.append(item)
+    return ["%d. %s (%s)" % (number, title, ", ".join(where))
+            for number, (_, title, where) in enumerate(sorted(items, key=lambda item: item[0]), 1)]
+
+
+def render(report: Report, quiet: bool = False, color: bool = False, show_exit: bool = True,
+           columns: int = 0) -> str:
     """``show_exit``: end the summary with the exit code (exec says its own: the command's, or 78)."""
-    shown = [r for r in report.results if not quiet or r.status in ("fail", "warn", "error")]
-    id_width = max([len(r.id) for r in shown] + [10])
-    subject_width = max([len(r.subject) for r in shown] + [6])
+    columns = columns or width()
+    shown = collapsed([r for r in report.results if not quiet or r.status in ("fail", "warn", "error")])
+    id_width = max([len(line.result.id) for line in shown] + [10])
+    subject_width = max([len(line.subject) for line in shown] + [6])
     lines: List[str] = []
     if not quiet:
         from preflight import inventory
 
-        lines.append("preflight %s | %s | profile %s | facts: %s%s" % (
+        header = "preflight %s | %s | profile %s | facts: %s%s" % (
             __version__, inventory.line(report.host, report.inventory()), report.profile, report.facts_source,
-            " | strict" if report.strict else ""))
-    for result in shown:
+            " | strict" if report.strict else "")
+        lines += wrap(header, columns, "", "  ")
+    for line in shown:
+        result = line.result
         mark = paint(LABELS[result.status].ljust(5), COLORS[result.status], color)
         severity = " (%s)" % result.severity if result.status == "fail" and result.severity != "error" else ""
-        lines.append("%s  %s  %s  %s%s" % (mark, result.id.ljust(id_width), result.subject.ljust(subject_width),
-                                           result.message, severity))
+        prefix = "%s  %s  %s  " % (LABELS[result.status].ljust(5), result.id.ljust(id_width),
+                                   line.subject.ljust(subject_width))
+        wrapped = wrap(line.message + severity, columns, prefix, " " * min(len(prefix), columns // 2))
+        lines.append(mark + wrapped[0][5:])
+        lines += wrapped[1:]
         if result.fix:
-            lines.extend(fix_lines(result.fix, " " * 7))
+            lines.extend(fix_lines(result.fix, " " * 7, columns=columns))
     counts = report.counts()
     verdict = paint("OK", COLORS["pass"], color) if report.ok else paint("FAILED", COLORS["fail"], color)
+    first = fix_first(report.results) if not report.ok else []
+    if first:
+        lines += ["", "Fix first, in this order:"]
+        for item in first:
+            lines += wrap(item, columns, "  ", "     ")
     if lines and not quiet:
         lines.append("")
     lines.append("%d passed, %s, %d failed, %s, %d skipped: %s%s" % (
