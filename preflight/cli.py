@@ -56,6 +56,16 @@ def _duration(option: str, text: str) -> float:
         raise click.BadParameter(str(exc), param_hint=option)
 
 
+# --- shell completion of values: rule ids, workloads, catalog GPUs (read only while completing) ----------
+
+def _complete(kind: str):
+    def complete(context, parameter, incomplete: str):
+        from preflight.commands import completion
+
+        return completion.values(kind, incomplete)
+    return complete
+
+
 # --- option groups: declared once, each collapsed into the value a command takes ---------------
 
 def _one_facts_file(context, parameter, values):
@@ -104,9 +114,9 @@ def check_group(default_profile: str = "train", expect_gpus: Optional[str] = Non
                      help="train and inference check the job's environment; node checks hardware and driver only. "
                           "[env: PREFLIGHT_PROFILE]"),
         click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too."),
-        click.option("--select", multiple=True, metavar="ID",
+        click.option("--select", multiple=True, metavar="ID", shell_complete=_complete("rules"),
                      help="Run only these rules: an id or a dotted prefix (gpu selects gpu.*); repeatable or comma-separated."),
-        click.option("--ignore", multiple=True, metavar="ID",
+        click.option("--ignore", multiple=True, metavar="ID", shell_complete=_complete("rules"),
                      help="Skip these rules (id or prefix); the more specific selector wins."),
         click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE",
                      help="Change a threshold without editing files, e.g. --set driver.version.min=535 "
@@ -123,7 +133,7 @@ CHECK = check_group()
 MAX_OBJECTS_HELP = ("Training on dense data: the most labelled objects in one image (the loss pads every image of "
                     "a batch to its most). Without it the estimate assumes a typical count (8, as measured).")
 WORKLOAD = [
-    click.option("--workload", metavar="ID", help="Size a workload against free GPU memory (yolov9-t ... yolov9-e, gelan-t ... gelan-e)."),
+    click.option("--workload", metavar="ID", shell_complete=_complete("workloads"), help="Size a workload against free GPU memory (yolov9-t ... yolov9-e, gelan-t ... gelan-e)."),
     click.option("--task", type=click.Choice(["train", "inference"]),
                  help="What the workload does [default: train, or inference with --profile inference]."),
     click.option("--batch", type=int, metavar="N", help="Total batch size (under DDP split across the GPUs) "
@@ -255,13 +265,16 @@ def check(options, output_format, output, expires_in, quiet, color) -> int:
 
 @cli.command()
 @click.option("--list", "list_facts", is_flag=True, help="List the facts rules can read instead of collecting them.")
+@click.option("--format", "output_format", type=click.Choice(["json", "text"]), default="json", show_default=True,
+              help="json: the snapshot (preflight.facts/1); text: a block to paste into a bug report.")
 @OUTPUT
 @check_options(PROBE)
-def facts(options, list_facts, output) -> int:
-    """Print everything the probes see, as JSON (save it and replay it with 'check --facts FILE')."""
+def facts(options, list_facts, output_format, output) -> int:
+    """Print everything the probes see, as JSON (save it and replay it with 'check --facts FILE'), or as a short
+    text block for a bug report (--format text)."""
     from preflight.commands import facts as command
 
-    return command.list_facts() if list_facts else command.main(options, _shown(output=output), _warn)
+    return command.list_facts() if list_facts else command.main(options, _shown(output_format, output), _warn)
 
 
 @cli.command("rules")
@@ -277,7 +290,7 @@ def list_rules(profile, output_format, rules_paths) -> int:
 
 
 @cli.command()
-@click.argument("rule_id")
+@click.argument("rule_id", shell_complete=_complete("explain"))
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH", help="Add or override rules (repeatable).")
 def explain(rule_id, rules_paths) -> int:
     """Show one rule or known failure in full: what it checks or recognises, why, its source and its fix."""
@@ -321,7 +334,7 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 
 
 @cli.command()
-@click.option("--workload", required=True, metavar="ID", help="The workload (yolov9-t ... yolov9-e, gelan-t ... gelan-e, or your own).")
+@click.option("--workload", required=True, metavar="ID", shell_complete=_complete("workloads"), help="The workload (yolov9-t ... yolov9-e, gelan-t ... gelan-e, or your own).")
 @click.option("--task", type=click.Choice(["train", "inference"]), default="train", show_default=True)
 @click.option("--batch", type=int, metavar="N", help="Batch size per GPU [default: 16 to train, as train.py and "
               "train_dual.py; 1 for inference]; the largest that fits is shown too.")
@@ -331,7 +344,7 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @click.option("--optimizer", type=click.Choice(["SGD", "Adam", "AdamW"]), default="SGD", show_default=True,
               help="Training optimizer (train.py/train_dual.py --optimizer).")
 @click.option("--max-objects", type=int, metavar="N", help=MAX_OBJECTS_HELP)
-@click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME",
+@click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME", shell_complete=_complete("gpus"),
               help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
 @click.option("--gpu-memory", metavar="SIZE", help="Plan for one GPU that is not in the catalog: its total memory "
               "as nvidia-smi shows it (6GiB, 6144MiB); usable memory is estimated at 97% of it.")
@@ -413,6 +426,17 @@ def schema(name, output) -> int:
     from preflight.commands import schema as command
 
     return command.main(name, output)
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell) -> int:
+    """Print a shell completion script: commands, options, rule ids (--select, --ignore, explain), workloads and
+    catalog GPUs. bash: eval "$(preflight completion bash)" in ~/.bashrc; zsh: in ~/.zshrc; fish:
+    preflight completion fish > ~/.config/fish/completions/preflight.fish"""
+    from preflight.commands import completion as command
+
+    return command.main(cli, shell)
 
 
 @cli.command("exec", context_settings={"allow_interspersed_args": False})
@@ -528,6 +552,50 @@ def _option_arity(command: click.Command):
             for name in param.opts + param.secondary_opts:
                 arity[name] = not (param.is_flag or param.count)
     return arity
+
+
+# Each command's one-line summary (the command list) and its examples (the end of its --help); a test parses
+# every example with the real parser.
+HELP = {
+    "check": ("Check this machine and environment; a fix for every problem.", [
+        "preflight check",
+        "preflight check --profile node --format json --output report.json",
+        "preflight check --python ~/envs/yolov9/bin/python --workload yolov9-c --batch 16"]),
+    "completion": ("Print a shell completion script (bash, zsh, fish).", [
+        "preflight completion bash",
+        "preflight completion fish"]),
+    "config": ("Show the site configuration in effect and where each setting comes from.", [
+        "preflight config show", "preflight config show --host gpu01 --gpu 'NVIDIA H100 80GB HBM3'"]),
+    "diagnose": ("Name what went wrong in a failed run's log, and how to fix it.", [
+        "preflight diagnose train.log", "preflight diagnose --format json runs/exp/train.log"]),
+    "exec": ("Check, then run a command in preflight's place (container entrypoints).", [
+        "preflight exec -- python train_dual.py --batch-size 16 --data data/coco.yaml",
+        "preflight exec --retry-timeout 5m -- true"]),
+    "explain": ("Show one rule or known failure in full: what, why, source, fix.", [
+        "preflight explain gpu.health", "preflight explain cuda.oom"]),
+    "facts": ("Print what the probes see (JSON), or a block for bug reports.", [
+        "preflight facts --output facts.json", "preflight facts --format text"]),
+    "fleet": ("Many nodes' reports and snapshots at once: who fails, why, drift.", [
+        "preflight fleet /shared/preflight/ --profile node",
+        "preflight fleet reports/ --format html --output fleet.html",
+        "preflight fleet reports/ --baseline gpu001"]),
+    "plan": ("Will a workload fit, and on which GPU.", [
+        "preflight plan --workload gelan-c", "preflight plan --workload yolov9-c --batch 32 --gpu 4090 --gpu a100",
+        "preflight plan --workload gelan-c --gpu-memory 6GiB --cc 8.6"]),
+    "rules": ("List the rules (the defaults plus any --rules).", [
+        "preflight rules --profile node", "preflight rules --format markdown"]),
+    "schema": ("Print the JSON Schema of a document preflight writes.", [
+        "preflight schema", "preflight schema report --output report.schema.json"]),
+    "serve": ("Check every interval; serve /healthz, /metrics, /report.", [
+        "preflight serve --listen 0.0.0.0:9400 --profile node --interval 5m",
+        "preflight serve --profile node --nfd-output /etc/kubernetes/node-feature-discovery/features.d/preflight"]),
+    "slurm": ("Slurm health check and prolog: drain a failing node, resume it.", [
+        "preflight slurm", "preflight slurm --dry-run --node gpu01"]),
+}
+for _name, (_summary, _examples) in HELP.items():
+    if _name in cli.commands:
+        cli.commands[_name].short_help = _summary
+        cli.commands[_name].epilog = "\b\nExamples:\n" + "\n".join("  " + example for example in _examples)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -69,3 +69,14 @@ def test_a_failing_report_ends_with_what_to_fix_first(tmp_path):
     assert any("gpu.pcie on gpu2" in step for step in steps) and any("gpu.nvlink on gpu3" in step for step in steps)
     ok = run_cli("check", "--profile", "node", "--nvml-fixture", HGX).stdout
     assert "Fix first" not in ok
+
+
+def test_facts_as_a_block_for_a_bug_report():
+    text = run_cli("facts", "--format", "text", "--nvml-fixture", nvml_fixture("2x-a100-40g-driver550-ecc.json")).stdout
+    lines = text.splitlines()
+    assert lines[0].startswith("### preflight facts: ")
+    assert "- NVIDIA driver: 550.54.15 (CUDA 12.4)" in lines
+    assert "- GPU 1: NVIDIA A100-SXM4-40GB, 40.0 GiB, compute capability 8.0, PCI 00000000:37:00.0" in lines
+    assert any(line.startswith("- Python: ") for line in lines) and any(line.startswith("- OS: ") for line in lines)
+    assert any(line.startswith("- Packages: ") and "numpy" in line for line in lines)
+    assert any(line.startswith("- torch: ") for line in lines)

@@ -23,7 +23,13 @@ def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) 
     from preflight.facts import snapshot
     from preflight.output import emit
 
-    emit(snapshot.dumps(run(options, warn)), shown.output)
+    facts = run(options, warn)
+    if shown.format == "text":
+        from preflight.render import facts_text
+
+        emit(facts_text.render(facts), shown.output)
+    else:
+        emit(snapshot.dumps(facts), shown.output)
     return ExitCode.OK
 
 
