@@ -121,14 +121,17 @@ def check_group(default_profile: str = "train", expect_gpus: Optional[str] = Non
         click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE",
                      help="Change a threshold without editing files, e.g. --set driver.version.min=535 "
                           "--set gpu.memory.min=24GB."),
-        click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
-                     help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin)."),
         CONFIG,
     ]
-    return group if with_facts else [option for option in group if _names([option]) != ["facts_file"]]
+    if with_facts:
+        group.insert(-1, click.option(
+            "--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
+            help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin)."))
+    return group
 
 
 CHECK = check_group()
+CHECK_WITHOUT_FACTS = check_group(with_facts=False)  # fleet and serve judge many snapshots, or this machine
 
 MAX_OBJECTS_HELP = ("Training on dense data: the most labelled objects in one image (the loss pads every image of "
                     "a batch to its most). Without it the estimate assumes a typical count (8, as measured).")
@@ -386,7 +389,7 @@ def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, ou
 @OUTPUT
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
               help="Add or override rules (as check --rules) for the snapshots evaluated here.")
-@check_options(check_group(with_facts=False), consume=("rules_paths",))
+@check_options(CHECK_WITHOUT_FACTS, consume=("rules_paths",))
 def fleet(options, paths, baseline, output_format, output) -> int:
     """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz), snapshots
     evaluated here with the same rules and options as check. Which nodes are not ready and why, and the drift."""
@@ -396,7 +399,7 @@ def fleet(options, paths, baseline, output_format, output) -> int:
 
 
 @cli.command()
-@declare(check_group(with_facts=False))
+@declare(CHECK_WITHOUT_FACTS)
 @click.option("--listen", default="127.0.0.1:9400", show_default=True, metavar="HOST:PORT",
               help="Where to serve /healthz, /metrics and /report (0.0.0.0:9400 for every interface; port 0: any).")
 @click.option("--interval", default="60s", show_default=True, metavar="DURATION",
@@ -405,7 +408,7 @@ def fleet(options, paths, baseline, output_format, output) -> int:
               help="Also write the NFD feature file after every check (as check --format nfd --output FILE).")
 @click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
               help="With --nfd-output: NFD drops the labels if the file is not rewritten within this time.")
-@check_options(PROBE, WORKLOAD, consume=_names(check_group(with_facts=False)))
+@check_options(PROBE, WORKLOAD, consume=_names(CHECK_WITHOUT_FACTS))
 def serve(options, listen, interval, nfd_output, expires_in) -> int:
     """Check every interval and serve the latest result over HTTP: /healthz (200 OK, 503 failing) for
     Kubernetes probes, /metrics for Prometheus, /report as JSON. SIGTERM stops it."""

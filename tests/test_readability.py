@@ -80,3 +80,19 @@ def test_facts_as_a_block_for_a_bug_report():
     assert any(line.startswith("- Python: ") for line in lines) and any(line.startswith("- OS: ") for line in lines)
     assert any(line.startswith("- Packages: ") and "numpy" in line for line in lines)
     assert any(line.startswith("- torch: ") for line in lines)
+
+
+def test_wrapping_keeps_every_word_and_every_line_in_the_width():
+    from hypothesis import given, settings, strategies as st
+
+    from preflight.render.blocks import wrap
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.text(alphabet="abcdef/:.=", min_size=1, max_size=40), max_size=30), st.integers(20, 120))
+    def check(words, columns):
+        text = " ".join(words)
+        lines = wrap(text, columns, "  - ", "    ")
+        assert all(len(line) <= columns for line in lines)
+        assert "".join(line[4:].replace(" ", "") for line in lines) == text.replace(" ", "")
+
+    check()

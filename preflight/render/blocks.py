@@ -36,13 +36,28 @@ def width(stream=None) -> int:
 def wrap(text: str, columns: int, first: str = "", hanging: str = "") -> List[str]:
     """``text`` in lines of at most ``columns``, the first after ``first``, the rest after ``hanging``; a word
     longer than a whole line (a long path in a log excerpt) is broken too. Commands never come here: they are
-    printed whole, to be copied."""
-    import textwrap
-
+    printed whole, to be copied. (Greedy, like textwrap without its import: every check's header is wrapped.)"""
     if columns <= 0 or len(first) + len(text) <= columns:
         return [first + text]
-    return textwrap.wrap(text, columns, initial_indent=first, subsequent_indent=hanging, break_long_words=True,
-                         break_on_hyphens=False) or [first]
+    lines: List[str] = []
+    line, empty = first, True  # empty: no word on this line yet (only its indent)
+    for word in text.split():
+        candidate = line + word if empty else line + " " + word
+        if len(candidate) <= columns:
+            line, empty = candidate, False
+            continue
+        if not empty:
+            lines.append(line)
+            line, empty = hanging, True
+        room = max(1, columns - len(line))
+        while len(word) > room:  # a word longer than a line: break it
+            lines.append(line + word[:room])
+            word, line = word[room:], hanging
+            room = max(1, columns - len(line))
+        line, empty = line + word, False
+    if not empty or not lines:
+        lines.append(line)
+    return lines
 
 
 def fix_lines(fix: Dict[str, Any], indent: str = "", label: str = "fix: ", columns: int = 0) -> List[str]:
