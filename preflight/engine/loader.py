@@ -235,7 +235,8 @@ def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
     rule = Rule(rule_id, title, severity, profiles, when, fact, comparison, raw_params, profile_params, message,
                 pass_message, labels, fix, fixes_by_value, entry.string("why"), entry.string("source"), path, examples,
                 warn_only)
-    for profile in (None,) + profiles:
+    # A profile without overrides resolves exactly as the rule is written: checking None covers it.
+    for profile in (None,) + tuple(p for p in profiles if p in profile_params):
         validate_params(rule, profile, entry.error)
     return rule
 
