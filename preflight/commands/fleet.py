@@ -65,9 +65,12 @@ class Evaluator:
         fleet.add(host, document.path, report.ok, [r.to_json() for r in results], inventory.of(data), data)
 
 
-def run(options: CheckOptions, paths: List[str], warn: common.Warn = None) -> Fleet:
+def run(options: CheckOptions, paths: List[str], warn: common.Warn = None, baseline: Optional[str] = None) -> Fleet:
     evaluator = Evaluator(options, warn)
-    fleet = Fleet()
+    if baseline is not None and os.path.isfile(baseline):
+        fleet = Fleet(baseline=baseline_file(baseline))
+    else:
+        fleet = Fleet(baseline_node=baseline)
     for entry in read.entries(paths):
         if isinstance(entry, read.Unreadable):
             fleet.add_unreadable(entry.path, entry.reason)
@@ -76,24 +79,18 @@ def run(options: CheckOptions, paths: List[str], warn: common.Warn = None) -> Fl
     return fleet
 
 
-def baseline_of(fleet: Fleet, baseline: str) -> dict:
-    """The fingerprint --baseline names: a node read in this run, or a report or snapshot file."""
-    for node in fleet.nodes:
-        if node.name == baseline:
-            return node.fingerprint
-    if os.path.isfile(baseline):
-        from preflight import inventory
+def baseline_file(path: str) -> dict:
+    """The facts --baseline FILE gives: a report's inventory, or a snapshot's inventory, host and packages."""
+    from preflight import inventory
 
-        document = read.read(baseline)
-        if isinstance(document, read.Unreadable):
-            raise PreflightError("--baseline %s: %s" % (baseline, document.reason),
-                                 "give a node's name as the files name it, or a report or facts file")
-        data = document.data
-        if document.kind == "report":
-            return fingerprint(data.get("inventory") if isinstance(data.get("inventory"), dict) else None)
-        return fingerprint(inventory.of(data), data)
-    raise PreflightError("--baseline %s: no node of that name was read, and no such file" % baseline,
-                         "nodes read: %s" % ", ".join(n.name for n in fleet.nodes[:10]))
+    document = read.read(path)
+    if isinstance(document, read.Unreadable):
+        raise PreflightError("--baseline %s: %s" % (path, document.reason),
+                             "give a node's name as the files name it, or a report or facts file")
+    data = document.data
+    if document.kind == "report":
+        return fingerprint(data.get("inventory") if isinstance(data.get("inventory"), dict) else None)
+    return fingerprint(inventory.of(data), data)
 
 
 def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown: OutputOptions,
@@ -101,12 +98,15 @@ def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown
     from preflight.output import emit
     from preflight.render import fleet as render
 
-    fleet = run(options, paths, warn)
+    fleet = run(options, paths, warn, baseline)
     if not fleet.nodes:
         reasons = "; ".join("%s: %s" % item for item in fleet.unreadable[:5]) or "no .json or .json.gz file found"
         raise PreflightError("nothing could be read from %s (%s)" % (", ".join(paths), reasons),
                              "give reports (check --format json) or facts snapshots (preflight facts), or folders of "
                              "them")
-    against = fleet.against(baseline_of(fleet, baseline)) if baseline else None
+    against = fleet.against()
+    if baseline and against is None:
+        raise PreflightError("--baseline %s: no node of that name was read, and no such file" % baseline,
+                             "nodes read: %s" % ", ".join(n.name for n in fleet.nodes[:10]))
     emit(render.render(fleet, shown.format, baseline, against), shown.output)
     return ExitCode.FAILED if fleet.counts()["failing"] else ExitCode.OK

@@ -1,8 +1,8 @@
 """A fleet in summary: which nodes are not ready and why, and how the nodes drift apart.
 
 Each node is added as the results of its check (a report's, or those of a snapshot evaluated centrally) with
-its inventory; only a small record per node is kept (its problems, its drift values, its fingerprint for
---baseline), so tens of thousands of nodes fit in memory while their files do not need to.
+its inventory; only a small record per node is kept (its problems, its drift values, and with --baseline its
+differences from the baseline), so tens of thousands of nodes fit in memory while their files do not need to.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ class Node(NamedTuple):
     state: str  # ok, warnings, failing
     problems: Tuple[Problem, ...]
     drift: Dict[str, str]
-    fingerprint: Dict[str, str]
     statuses: Dict[str, str]  # rule -> worst status over its subjects (the html matrix)
 
 
@@ -79,8 +78,20 @@ def fingerprint(inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, A
     return found
 
 
+def differences(baseline: Dict[str, str], node: Dict[str, str]) -> List[Dict[str, str]]:
+    return [{"fact": key, "baseline": baseline.get(key, "(absent)"), "node": node.get(key, "(absent)")}
+            for key in sorted(set(baseline) | set(node)) if baseline.get(key) != node.get(key)]
+
+
 class Fleet:
-    def __init__(self) -> None:
+    def __init__(self, baseline: Optional[Dict[str, str]] = None, baseline_node: Optional[str] = None) -> None:
+        """``baseline``: a known-good node's facts (from its file), or ``baseline_node``: its name among the nodes
+        read. Each node is compared as it comes and only its differences are kept; nodes read before the
+        named baseline keep their facts until it arrives."""
+        self.baseline = baseline
+        self.baseline_node = baseline_node
+        self._waiting: "OrderedDict[str, Dict[str, str]]" = OrderedDict()
+        self._differing: Dict[str, List[Dict[str, str]]] = {}
         self.nodes: List[Node] = []
         self.unreadable: List[Tuple[str, str]] = []
         self.rules: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()  # rule -> title, severity, first fix
@@ -106,10 +117,27 @@ class Fleet:
                     known["fix"] = result["fix"]
         serious = any(p.status in ("fail", "error") and p.severity == "error" for p in problems)
         state = "failing" if (not ok or serious) else ("warnings" if problems else "ok")
-        node = Node(shown, source, state, tuple(problems), drift_values(inventory), fingerprint(inventory, facts),
-                    statuses)
+        node = Node(shown, source, state, tuple(problems), drift_values(inventory), statuses)
         self.nodes.append(node)
+        if self.baseline is not None or self.baseline_node is not None:
+            self._compare(shown, fingerprint(inventory, facts))
         return node
+
+    def _compare(self, name: str, facts: Dict[str, str]) -> None:
+        if self.baseline is None and name == self.baseline_node:
+            self.baseline = facts
+            for waiting, their in self._waiting.items():
+                self._note(waiting, their)
+            self._waiting.clear()
+        elif self.baseline is None:
+            self._waiting[name] = facts
+        else:
+            self._note(name, facts)
+
+    def _note(self, name: str, facts: Dict[str, str]) -> None:
+        changes = differences(self.baseline or {}, facts)
+        if changes:
+            self._differing[name] = changes
 
     def add_unreadable(self, path: str, reason: str) -> None:
         self.unreadable.append((path, reason))
@@ -152,17 +180,13 @@ class Fleet:
                            for index, (value, names) in enumerate(ordered)]
         return result
 
-    def against(self, baseline: Dict[str, str]) -> List[Dict[str, Any]]:
-        """For each node that differs from the baseline's facts: the facts, with both values."""
-        differing = []
-        for node in self.nodes:
-            keys = sorted(set(baseline) | set(node.fingerprint))
-            changes = [{"fact": key, "baseline": baseline.get(key, "(absent)"),
-                        "node": node.fingerprint.get(key, "(absent)")}
-                       for key in keys if baseline.get(key) != node.fingerprint.get(key)]
-            if changes:
-                differing.append({"node": node.name, "differences": changes})
-        return differing
+    def against(self) -> Optional[List[Dict[str, Any]]]:
+        """For each node that differs from the baseline: the facts, with both values; None when no baseline was
+        given, or the named one was never read."""
+        if self.baseline is None:
+            return None
+        return [{"node": node.name, "differences": self._differing[node.name]} for node in self.nodes
+                if node.name in self._differing]
 
     def matrix(self) -> Tuple[List[str], List[Dict[str, Any]]]:
         """(rules, rows): nodes with the same status on every rule collapsed into one row."""
