@@ -9,6 +9,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from preflight.fleet.aggregate import DRIFT_KEYS, DRIFT_WORDS, MAX_NAMES, SCHEMA, Fleet
+from preflight.render.blocks import width, wrap
 
 
 def render(fleet: Fleet, name: str, baseline: Optional[str] = None,
@@ -60,7 +61,25 @@ def _names(nodes: List[str]) -> str:
 
 
 def as_text(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[str, Any]]],
-            markdown: bool = False) -> str:
+            markdown: bool = False, columns: int = 0) -> str:
+    """Text or Markdown; text is wrapped to the terminal's width (commands whole), Markdown is left to its viewer."""
+    lines = _text_lines(fleet, baseline, against, markdown)
+    if markdown:
+        return "\n".join(lines).rstrip() + "\n"
+    columns = columns or width()
+    fitted: List[str] = []
+    for line in lines:
+        stripped = line.lstrip()
+        indent = line[:len(line) - len(stripped)]
+        if stripped.startswith("$ "):
+            fitted.append(line)
+        else:
+            fitted += wrap(stripped, columns, indent, indent + "  ")
+    return "\n".join(fitted).rstrip() + "\n"
+
+
+def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[str, Any]]],
+                markdown: bool) -> List[str]:
     counts = fleet.counts()
     heading = (lambda text: "## " + text) if markdown else (lambda text: text.upper())
     bullet = "- " if markdown else "  "
@@ -106,4 +125,4 @@ def as_text(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[s
         lines += ["%s%s: %s" % (bullet, path, reason) for path, reason in fleet.unreadable[:MAX_NAMES]]
         if len(fleet.unreadable) > MAX_NAMES:
             lines.append("%sand %d more" % (bullet, len(fleet.unreadable) - MAX_NAMES))
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
