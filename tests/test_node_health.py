@@ -47,8 +47,8 @@ def test_each_fault_fails_its_rule_on_its_gpu_only():
     assert "PCIe link x8 of x16" in results[("gpu.pcie", "gpu2")]["message"]
     assert "00000000:3A:00.0" in results[("gpu.pcie", "gpu2")]["message"]  # the operator finds the card
     assert "PCIe Gen3 of Gen5 while the GPU is busy (97%)" in results[("gpu.pcie", "gpu7")]["message"]
-    assert "12 of 18 NVLinks active where other GPUs of this model have 18 (inactive links: 12, 13, 14, 15, 16, 17)" \
-        in results[("gpu.nvlink", "gpu3")]["message"]
+    assert "12 of 18 NVLinks active (inactive links: 12, 13, 14, 15, 16, 17; other GPUs of this model on the node " \
+           "have 18)" in results[("gpu.nvlink", "gpu3")]["message"]
     fabric = results[("gpu.fabric", "gpu4")]
     assert "fabric registration has not started" in fabric["message"]
     assert "systemctl status nvidia-fabricmanager" in fabric["fix"]["commands"]

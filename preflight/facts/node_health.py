@@ -41,8 +41,9 @@ def pcie(gpu: Dict[str, Any]) -> Judged:
 
 
 def nvlink(gpu: Dict[str, Any], peers: Sequence[Dict[str, Any]]) -> Judged:
-    """links_down (fewer active links than a peer of the same model), errors_rising, no_active_links (a PCIe
-    card without a bridge), ok; or not_supported."""
+    """links_down (fewer active links than a peer of the same model, or any link down on an NVSwitch system, where
+    every link trains to a switch), errors_rising, no_active_links (a PCIe card without a bridge), ok; or
+    not_supported. A PCIe card with only some bridges fitted is judged against its peers, not on its own."""
     link = gpu.get("nvlink")
     if not link:
         return "not_supported", {}
@@ -53,7 +54,7 @@ def nvlink(gpu: Dict[str, Any], peers: Sequence[Dict[str, Any]]) -> Judged:
                "nvlink_inactive": ", ".join(str(i) for i in link["inactive"]) or "none",
                "nvlink_errors": ", ".join("%s %d" % (k, v) for k, v in sorted((link.get("errors") or {}).items())),
                "nvlink_errors_since_last": "no earlier reading to compare with"}
-    if link["active"] < most:
+    if link["active"] < most or (gpu.get("fabric") and link["inactive"]):
         return "links_down", details
     rose = link.get("errors_since_last")
     seconds = link.get("seconds_since_last") or 0
