@@ -205,3 +205,18 @@ def test_the_html_report_works_in_a_real_browser(fleet_dir, tmp_path):
         assert "Take this GPU" in details.inner_text() or details.inner_text()
         assert page.locator("svg").count() == 6  # one drift chart per key
         browser.close()
+
+
+def test_the_site_configuration_applies_per_node(fleet_dir, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[defaults]\nprofile = "node"\n\n[[match]]\nhosts = ["node-0000*"]\nexpect_gpus = 16\n\n'
+                      '[[match]]\ngpus = ["*H200*"]\nset = ["gpu.memory.min=200GB"]\n')
+    document = json.loads(fleet(str(fleet_dir), "--config", str(config), "--format", "json").stdout)
+    failing = {entry["rule"]: set(entry["nodes"]) for entry in document["failures"]}
+    assert failing["gpu.expected_count"] == {"node-%05d" % i for i in range(1, 10)}  # only the matched hosts
+    h200_nodes = {node["node"] for node in document["nodes"]  # snapshots (reports keep their own verdict)
+                  if node["inventory"]["gpu_model"] == "NVIDIA H200" and node["node"].startswith("node-")}
+    too_small = {node["node"] for node in document["nodes"]
+                 if any(p["rule"] == "gpu.memory" and ">= 200GB" in p["message"] for p in node["problems"])}
+    assert h200_nodes and too_small == h200_nodes  # only where the GPUs match
+    assert "python.packages" not in failing  # [defaults]: the node profile

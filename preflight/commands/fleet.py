@@ -21,15 +21,52 @@ from preflight.fleet.aggregate import Fleet, fingerprint
 
 
 class Evaluator:
-    """Turns each document into a node of the fleet: a report as it is, a snapshot through the rules."""
+    """Turns each document into a node of the fleet: a report as it is, a snapshot through the rules.
+
+    A site configuration applies per node, as on the node itself: its [[match]] sections are matched against
+    the snapshot's host name and GPU names (Slurm partitions and features are unknown here, so such a match does
+    not apply). The rules for each distinct configuration are built once.
+    """
 
     def __init__(self, options: CheckOptions, warn: common.Warn = None) -> None:
-        applied = site.apply(options, None)
-        self.options = applied.options
-        ruleset = common.load_rules(self.options.rules_paths, warn)
-        site.validate(applied, ruleset)
-        self.rules = common.choose_rules(self.options, ruleset)
+        self.given, self.warn = options, warn
+        self.config = None
+        environ = options.environ if options.environ is not None else os.environ
+        path = site.locate(options.config, environ)
+        if path is not None:
+            from preflight import site_config
+
+            self.config = site_config.load(path)
+        self._rules: dict = {}
+        self.options, self.rules = self._for(None)  # the command line's (and [defaults']): reports use these
         self.chosen = {rule.id for rule in self.rules}
+
+    def _for(self, target) -> tuple:
+        """(options, rules) for a node the configuration sees as ``target`` (None: no host or GPU known)."""
+        options = self.given
+        effective = None
+        if self.config is not None and self.config.sections:
+            from preflight import site_config
+
+            effective = site_config.effective(self.config, target or site_config.Target(""))
+        key = None if effective is None else (
+            tuple(sorted((k, repr(v)) for k, v in effective.values.items())),
+            tuple(item for item, _ in effective.set_items), tuple(path for path, _ in effective.rules))
+        if key in self._rules:
+            return self._rules[key]
+        if effective is not None:
+            from preflight import site_config
+
+            site_config.check_rule_paths(effective)
+            changes = {field: effective.values[name] for name, field in site.FIELDS.items()
+                       if name in effective.values and field not in options.given}
+            changes["settings"] = [item for item, _ in effective.set_items] + list(options.settings)
+            changes["rules_paths"] = [path for path, _ in effective.rules] + list(options.rules_paths)
+            options = options.replace(**changes)
+        ruleset = common.load_rules(options.rules_paths, self.warn)
+        site.validate(site.Applied(options, self.config, effective, None), ruleset)
+        self._rules[key] = (options, common.choose_rules(options, ruleset))
+        return self._rules[key]
 
     def add(self, fleet: Fleet, document: read.Document) -> None:
         from preflight import inventory
@@ -56,12 +93,17 @@ class Evaluator:
             fleet.add_unreadable(document.path, str(exc))
             return
         data.pop("workload", None)
-        expected = common.expected_gpus(self.options, data)
+        host = data.get("hostname") if isinstance(data.get("hostname"), str) else None
+        options, rules = self.options, self.rules
+        if self.config is not None:
+            from preflight import site_config
+
+            options, rules = self._for(site_config.Target((host or "").split(".")[0], site.gpu_names(data)))
+        expected = common.expected_gpus(options, data)
         if expected is not None:
             data["expected_gpus"] = expected
-        results = evaluate(self.rules, data)
-        report = Report(self.options.profile, results, strict=self.options.strict, facts=data)
-        host = data.get("hostname") if isinstance(data.get("hostname"), str) else None
+        results = evaluate(rules, data)
+        report = Report(options.profile, results, strict=options.strict, facts=data)
         fleet.add(host, document.path, report.ok, [r.to_json() for r in results], inventory.of(data), data)
 
 
