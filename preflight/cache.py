@@ -48,15 +48,24 @@ def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]]) -> Dict[str
 
 
 def _store(path: str, result: Dict[str, Any]) -> None:
+    write_json(path, {"format": _FORMAT, "data": result})
+
+
+def write_json(path: str, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` in the cache, atomically (a temporary file renamed over it); data that is
+    not JSON (dates, NaN) or a folder that cannot be written is skipped: a missing cache entry only costs time."""
     try:
-        text = json.dumps({"format": _FORMAT, "data": result}, allow_nan=False)
+        text = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
-        return  # dates or NaN: not JSON, so not cached (the file is parsed each time)
+        return
+    temporary = "%s.%d.tmp" % (path, os.getpid())
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = "%s.%d.tmp" % (path, os.getpid())
         with open(temporary, "w", encoding="utf-8") as out:
             out.write(text)
         os.replace(temporary, path)
     except OSError:
-        pass
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass

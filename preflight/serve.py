@@ -69,8 +69,11 @@ class Checker(threading.Thread):
             if report is not None and self.after is not None:
                 try:
                     self.after(report)
-                except Exception:  # the NFD file is a side output: a full disk must not stop the checks
-                    pass
+                except Exception as exc:  # a side output (the NFD file): say so, and keep checking and serving
+                    import sys
+
+                    sys.stderr.write("preflight serve: after the check: %s\n" % exc)
+                    sys.stderr.flush()
             self.stopping.wait(self.interval)
 
 

@@ -220,3 +220,17 @@ def test_the_site_configuration_applies_per_node(fleet_dir, tmp_path):
                  if any(p["rule"] == "gpu.memory" and ">= 200GB" in p["message"] for p in node["problems"])}
     assert h200_nodes and too_small == h200_nodes  # only where the GPUs match
     assert "python.packages" not in failing  # [defaults]: the node profile
+
+
+def test_devices_pipes_and_odd_reports_never_hang_or_crash_the_run(tmp_path):
+    import os
+
+    os.mkfifo(str(tmp_path / "pipe.json"))  # nobody writes to it: reading it would wait forever
+    (tmp_path / "odd.json").write_text(json.dumps({
+        "schema": "preflight.report/1", "ok": True, "host": 5, "results": [{"id": "x", "status": "pass"}, 3],
+        "inventory": {"driver": "580", "gpus": [1, {"name": 7}], "torch": [1]}}))
+    document = json.loads(fleet(str(tmp_path), "/dev/zero", "--format", "json", code=0).stdout)
+    reasons = {u["path"].rsplit("/", 1)[-1]: u["reason"] for u in document["unreadable"]}
+    assert reasons["pipe.json"].startswith("not a regular file") and reasons["zero"].startswith("not a regular file")
+    [node] = document["nodes"]
+    assert node["node"] == "odd" and node["inventory"]["driver"] == "none" and node["inventory"]["gpu_count"] == "1"

@@ -304,3 +304,32 @@ def test_nfd_and_prometheus_carry_the_node_health_rules():
     assert "preflight.status.gpu.nvlink=fail" in nfd and "preflight.ready=false" in nfd
     metrics = run_cli("check", "--profile", "node", "--nvml-fixture", FAULTS, "--format", "prometheus").stdout
     assert 'preflight_rule_status{rule="gpu.fabric",subject="gpu4",severity="error",status="fail"} 1' in metrics
+
+
+def test_a_snapshot_without_the_kernel_log_skips_the_xid_rules():
+    snapshot = json.loads(run_cli("facts", "--nvml-fixture", HGX).stdout)
+    del snapshot["kernel_log"], snapshot["probes"]["kernel_log"]  # saved by a preflight that did not read it
+    report = json.loads(run_cli("check", "--profile", "node", "--facts", "-", "--select", "xid", "--format", "json",
+                                stdin=json.dumps(snapshot)).stdout)
+    assert {r["status"] for r in report["results"]} == {"skip"} and report["ok"] is True
+    assert "the kernel log was not read" in report["results"][0]["message"]
+
+
+def test_a_captured_log_is_read_line_by_line_from_files_and_pipes(tmp_path):
+    binary = tmp_path / "binary.log"
+    binary.write_bytes(b"\x00\xff" * 200000 + b"\nNVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.\n")
+    assert [e["xid"] for e in kernel_log.probe(str(binary))["events"]] == [79]
+    pipe = tmp_path / "pipe.log"
+    os.mkfifo(str(pipe))
+    import threading
+
+    def feed():
+        with open(str(pipe), "w") as out:
+            out.write((LOGS / "xid-74-nvlink.log").read_text())
+    writer = threading.Thread(target=feed)
+    writer.start()
+    found = kernel_log.probe(str(pipe))  # as <(journalctl -k) gives it
+    writer.join(5)
+    assert [e["xid"] for e in found["events"]] == [74]
+    folder = run_cli("check", "--profile", "node", "--kernel-log", str(tmp_path))
+    assert folder.returncode == 2 and "--kernel-log" in folder.stderr

@@ -195,3 +195,12 @@ def test_a_real_prometheus_scrapes_it(served, tmp_path):
     finally:
         scraper.terminate()
         scraper.wait(10)
+
+
+def test_a_side_output_that_cannot_be_written_is_said_and_serving_goes_on(served, tmp_path):
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h", "--nfd-output",
+                    str(tmp_path / "missing-folder" / "preflight"))
+    server.wait_for_check()
+    assert server.get("/healthz")[0] == 200
+    assert server.stop() == 0
+    assert "preflight serve: after the check: --output" in server.said and "does not exist" in server.said

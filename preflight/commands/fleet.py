@@ -55,14 +55,7 @@ class Evaluator:
         if key in self._rules:
             return self._rules[key]
         if effective is not None:
-            from preflight import site_config
-
-            site_config.check_rule_paths(effective)
-            changes = {field: effective.values[name] for name, field in site.FIELDS.items()
-                       if name in effective.values and field not in options.given}
-            changes["settings"] = [item for item, _ in effective.set_items] + list(options.settings)
-            changes["rules_paths"] = [path for path, _ in effective.rules] + list(options.rules_paths)
-            options = options.replace(**changes)
+            options = site.merged(options, effective)
         ruleset = common.load_rules(options.rules_paths, self.warn)
         site.validate(site.Applied(options, self.config, effective, None), ruleset)
         self._rules[key] = (options, common.choose_rules(options, ruleset))

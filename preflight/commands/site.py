@@ -78,6 +78,13 @@ def apply(options: CheckOptions, node=None) -> Applied:
     if site_config.needs_gpus(config):
         early, gpus = _machine_gpus(options)
     effective = site_config.effective(config, target(options, node, gpus))
+    return Applied(merged(options, effective), config, effective, early)
+
+
+def merged(options: CheckOptions, effective: "site_config.Effective") -> CheckOptions:
+    """The options with what the configuration says for one target, under what the command line set."""
+    from preflight import site_config
+
     site_config.check_rule_paths(effective)
     changes: Dict[str, Any] = {}
     for key, field in FIELDS.items():
@@ -85,7 +92,7 @@ def apply(options: CheckOptions, node=None) -> Applied:
             changes[field] = effective.values[key]
     changes["settings"] = [item for item, _ in effective.set_items] + list(options.settings)
     changes["rules_paths"] = [path for path, _ in effective.rules] + list(options.rules_paths)
-    return Applied(options.replace(**changes), config, effective, early)
+    return options.replace(**changes)
 
 
 def _machine_gpus(options: CheckOptions):

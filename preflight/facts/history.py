@@ -38,7 +38,9 @@ def annotate(nvml: Dict[str, Any], folder: str, now: Optional[float] = None) -> 
                 _compare(gpu, reading, before, elapsed)
         current[uuid] = reading
     if current:
-        _write(path, dict(previous, **current))
+        from preflight.cache import write_json
+
+        write_json(path, dict(previous, **current))  # an unwritable cache only means no rates next time
 
 
 def _reading(gpu: Dict[str, Any], now: float) -> Dict[str, Any]:
@@ -80,14 +82,3 @@ def _read(path: str) -> Dict[str, Any]:
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _write(path: str, data: Dict[str, Any]) -> None:
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = "%s.%d.tmp" % (path, os.getpid())
-        with open(temporary, "w", encoding="utf-8") as out:
-            json.dump(data, out)
-        os.replace(temporary, path)
-    except OSError:
-        pass  # an unwritable cache only means no rates next time

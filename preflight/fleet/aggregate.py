@@ -38,28 +38,36 @@ class Node(NamedTuple):
 _WORST = {"error": 4, "fail": 3, "warn": 2, "pass": 1, "skip": 0}
 
 
+def _table(value: Any) -> Dict[str, Any]:
+    """A report's inventory comes from a file: anything that is not an object reads as empty."""
+    return value if isinstance(value, dict) else {}
+
+
+def _gpus(inventory: Dict[str, Any]) -> List[Dict[str, Any]]:
+    gpus = inventory.get("gpus")
+    return [gpu for gpu in gpus if isinstance(gpu, dict)] if isinstance(gpus, list) else []
+
+
 def drift_values(inventory: Optional[Dict[str, Any]]) -> Dict[str, str]:
-    if not inventory:
+    if not isinstance(inventory, dict) or not inventory:
         return {key: "not reported" for key in DRIFT_KEYS}
-    driver = inventory.get("driver") or {}
-    gpus = inventory.get("gpus") or []
-    names = sorted({g.get("name") or ("lost GPU" if g.get("lost") else "unknown") for g in gpus})
-    torch = inventory.get("torch")
-    python = inventory.get("python") or {}
+    driver, torch, python = (_table(inventory.get(key)) for key in ("driver", "torch", "python"))
+    gpus = _gpus(inventory)
+    names = sorted({str(g.get("name") or ("lost GPU" if g.get("lost") else "unknown")) for g in gpus})
     return {
-        "driver": driver.get("version") or "none",
-        "cuda": driver.get("cuda") or "none",
+        "driver": str(driver.get("version") or "none"),
+        "cuda": str(driver.get("cuda") or "none"),
         "gpu_model": " + ".join(names) or "no GPU",
         "gpu_count": str(len(gpus)),
         "torch": ("%s (CUDA %s)" % (torch.get("version"), torch.get("cuda") or "none")) if torch else "none",
-        "python": python.get("version") or "not probed",
+        "python": str(python.get("version") or "not probed"),
     }
 
 
 def fingerprint(inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
     """The facts a node is compared on with --baseline, flattened to "key: value"."""
     found = dict(("inventory.%s" % key, value) for key, value in drift_values(inventory).items())
-    for gpu in (inventory or {}).get("gpus") or []:
+    for gpu in _gpus(_table(inventory)):
         found["gpu%s.name" % gpu.get("index")] = str(gpu.get("name"))
         found["gpu%s.memory_total" % gpu.get("index")] = str(gpu.get("memory_total"))
         found["gpu%s.compute_capability" % gpu.get("index")] = str(gpu.get("compute_capability"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import stat
 from typing import Any, Dict, Iterator, NamedTuple, Sequence, Union
 
 MAX_FILE_BYTES = 64 << 20  # a facts snapshot is tens of kilobytes; anything this large is not one
@@ -46,6 +47,8 @@ def entries(paths: Sequence[str]) -> Iterator[Union[Document, Unreadable]]:
 
 def read(path: str) -> Union[Document, Unreadable]:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a device or pipe could be endless or never answer
+            return Unreadable(path, "not a regular file (a device, pipe or socket): give report or snapshot files")
         if path.endswith(".gz"):
             with gzip.open(path, "rb") as handle:
                 raw = handle.read(MAX_FILE_BYTES + 1)

@@ -8,7 +8,8 @@ can be read (``kernel.dmesg_restrict``, a container without ``/dev/kmsg``) the
 probe says so (``readable`` false, with the reasons) and the rules skip.
 
 Only Xid lines are kept, at most MAX_EVENTS of them (the newest), so a long
-uptime's log costs memory for its Xid lines alone.
+uptime's log costs memory for its Xid lines alone; a captured file is read line
+by line, at most MAX_FILE_BYTES.
 """
 
 from __future__ import annotations
@@ -99,16 +100,33 @@ def _events(lines: Iterable[str], source: str) -> Dict[str, Any]:
     return {"readable": True, "source": source, "reason": None, "events": list(kept), "truncated": seen > MAX_EVENTS}
 
 
+MAX_LINE = 64 << 10  # a kernel log line is short; longer "lines" (a binary file, /dev/zero) are read in pieces
+
+
 def _from_file(path: str) -> Dict[str, Any]:
+    """A captured log, read line by line up to MAX_FILE_BYTES (a pipe such as <(journalctl -k) works too)."""
     from preflight.errors import PreflightError
 
+    hint = "a kernel log captured with dmesg, journalctl -k or from /var/log/kern.log"
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES)
+        handle = open(path, "rb")
     except OSError as exc:
-        raise PreflightError("--kernel-log %s: %s" % (path, exc.strerror or exc),
-                             "a kernel log captured with dmesg, journalctl -k or from /var/log/kern.log")
-    return _events(data.decode("utf-8", "replace").splitlines(), "file:%s" % path)
+        raise PreflightError("--kernel-log %s: %s" % (path, exc.strerror or exc), hint)
+    if os.path.isdir(path):
+        handle.close()
+        raise PreflightError("--kernel-log %s: is a folder" % path, hint)
+
+    def lines() -> Iterable[str]:
+        read = 0
+        with handle:
+            while read < MAX_FILE_BYTES:
+                line = handle.readline(MAX_LINE)
+                if not line:
+                    return
+                read += len(line)
+                yield line.decode("utf-8", "replace")
+
+    return _events(lines(), "file:%s" % path)
 
 
 def _kmsg(deadline: float) -> List[str]:
@@ -117,7 +135,8 @@ def _kmsg(deadline: float) -> List[str]:
         fd = os.open(KMSG, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise _Unreadable(exc.strerror or str(exc))
-    lines: List[str] = []
+    lines: List[str] = []  # only the Xid lines: a large ring buffer is not kept in memory
+    records = 0
     try:
         while True:
             try:
@@ -130,13 +149,14 @@ def _kmsg(deadline: float) -> List[str]:
                 raise _Unreadable(exc.strerror or str(exc))
             if not record:
                 break
-            text = record.decode("utf-8", "replace")
-            lines.append(text.split(";", 1)[-1].rstrip("\n"))
-            if len(lines) % 4096 == 0 and time.monotonic() > deadline:
+            records += 1
+            if b"NVRM: Xid" in record:
+                lines.append(record.decode("utf-8", "replace").split(";", 1)[-1].rstrip("\n"))
+            if records % 4096 == 0 and time.monotonic() > deadline:
                 raise _Unreadable("no time left while reading (--timeout)")
     finally:
         os.close(fd)
-    if not lines:
+    if not records:
         raise _Unreadable("empty")
     return lines
 

@@ -9,12 +9,10 @@ the cost is paid once per torch install.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from typing import Any, Dict, List, Optional
 
-from preflight.cache import cache_dir
+from preflight.cache import cache_dir, write_json
 from preflight.errors import ProbeError, ProbeTimeout
 from preflight.probes import process
 
@@ -42,7 +40,7 @@ def probe(torch_facts: Dict[str, Any], python: str, timeout: float, use_cache: b
     flags = _ask_torch(python, timeout)
     if use_cache and key:
         cache[key] = flags
-        _write_cache(path, cache)
+        write_json(path, cache)
     return {"flags": flags, "source": "probe"}
 
 
@@ -80,12 +78,3 @@ def _read_cache(path: str) -> Dict[str, Any]:
     return {key: flags for key, flags in data.items() if _valid_flags(flags)}
 
 
-def _write_cache(path: str, data: Dict[str, Any]) -> None:
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".torch-arch-")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(data, out)
-        os.replace(temporary, path)
-    except OSError:
-        pass  # an unwritable cache only costs time

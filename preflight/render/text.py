@@ -3,15 +3,12 @@ a "fix first" list, a summary; wrapped to the terminal's width."""
 
 from __future__ import annotations
 
-import re
 from typing import List, NamedTuple, Tuple
 
 from preflight import __version__
 from preflight.engine.evaluate import Result
 from preflight.report import Report
 from preflight.render.blocks import COLORS, LABELS, fix_lines, paint, width, wrap
-
-_PCI = re.compile(r" \([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\)")
 
 # The order to fix things in: what the rest stands on first (the driver before torch's CUDA build, torch before
 # its kernels). Rules not listed come after, in report order.
@@ -52,11 +49,11 @@ def collapsed(results: List[Result]) -> List[Line]:
         result = results[index]
         group = [result]
         if result.status in ("pass", "skip") and result.subject.startswith("gpu") and not result.fix:
-            message = _PCI.sub("", result.message)
+            message = result.message
             while index + len(group) < len(results):
                 other = results[index + len(group)]
                 if (other.id, other.status) != (result.id, result.status) or not other.subject.startswith("gpu") \
-                        or _PCI.sub("", other.message) != message:
+                        or other.message != message:
                     break
                 group.append(other)
             if len(group) > 1:
