@@ -1,26 +1,36 @@
-"""preflight's cache folder, and parsed rule files kept in it.
+"""preflight's cache folder, and what is kept in it: parsed rule files, torch's architectures, GPU counters.
 
 The folder is PREFLIGHT_CACHE_DIR, else $XDG_CACHE_HOME/preflight, else
 ~/.cache/preflight. Everything in it can be deleted at any time; a missing,
 unwritable or damaged cache only costs time.
+
+What the cache says is believed (a parsed rule file, whether torch has kernels
+for this GPU), so only its owner may write it: the folder must be a real folder
+(not a link) owned by the user preflight runs as, with mode 0700. A folder of
+ours that is looser is tightened; one owned by someone else, or a link, turns
+the cache off for the run, with one warning. Entries are written through a
+temporary file created with O_EXCL|O_NOFOLLOW under a random name and renamed
+over the entry, and read without following links.
 
 Rule files are TOML, and TOML is parsed in pure Python: parsing the default
 rules was the largest part of ``preflight check``'s start-up. A parsed file is
 kept as JSON under a key made of its length and two checksums of its bytes
 (CRC-32 and Adler-32), so an edited file is simply a new entry and a cached one
 is not stale. (Not a cryptographic hash: importing hashlib alone costs about
-3 ms of start-up, and the cache folder is the user's own, so it guards against
-accidents, not attackers.)
+3 ms of start-up; the folder's ownership and mode are what keep others out.)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
+import sys
 import zlib
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
 _FORMAT = "toml-json/1"
+_checked: Dict[str, Optional[str]] = {}  # folder -> None when usable, else why not (told once)
 
 
 def cache_dir() -> str:
@@ -31,37 +41,93 @@ def cache_dir() -> str:
     return os.path.join(base, "preflight")
 
 
+def usable_dir() -> Optional[str]:
+    """The cache folder when only this user can write it (created, or tightened, as needed); else None, after
+    telling the user once why caching is off."""
+    folder = cache_dir()
+    if folder not in _checked:
+        _checked[folder] = _problem(folder)
+        if _checked[folder]:
+            try:
+                sys.stderr.write("preflight: warning: not using the cache folder %s: %s; caching is off (set "
+                                 "PREFLIGHT_CACHE_DIR to a folder of your own)\n" % (folder, _checked[folder]))
+            except (OSError, ValueError, AttributeError):
+                pass
+    return None if _checked[folder] else folder
+
+
+def _problem(folder: str) -> Optional[str]:
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError as exc:
+        return "cannot create it: %s" % (exc.strerror or exc)
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symbolic link"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a folder"
+    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        return "it belongs to user %d, not to this user (%d)" % (info.st_uid, os.geteuid())
+    if info.st_mode & 0o077:
+        try:
+            os.chmod(folder, 0o700)  # ours, but others may read or write it: make it private
+        except OSError as exc:
+            return "others can use it (mode %o) and it cannot be made private: %s" % (
+                info.st_mode & 0o777, exc.strerror or exc)
+    return None
+
+
+def entry_path(*parts: str) -> Optional[str]:
+    """Where an entry lives in the cache, or None when the cache is off."""
+    folder = usable_dir()
+    return None if folder is None else os.path.join(folder, *parts)
+
+
 def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]]) -> Dict[str, Any]:
     """``parse(text)`` of a rule file's bytes, from the cache when this exact content was parsed before."""
     digest = "%d-%08x-%08x" % (len(data), zlib.crc32(data) & 0xFFFFFFFF, zlib.adler32(data) & 0xFFFFFFFF)
-    path = os.path.join(cache_dir(), "rules", digest[-2:], digest + ".json")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            cached = json.load(handle)
-        if isinstance(cached, dict) and cached.get("format") == _FORMAT and isinstance(cached.get("data"), dict):
-            return cached["data"]
-    except (OSError, ValueError, RecursionError):
-        pass  # not cached yet, or damaged: parse again
+    path = entry_path("rules", digest[-2:], digest + ".json")
+    cached = read_json(path) if path else None
+    if isinstance(cached, dict) and cached.get("format") == _FORMAT and isinstance(cached.get("data"), dict):
+        return cached["data"]
     result = parse(data.decode("utf-8"))
-    _store(path, result)
+    if path:
+        write_json(path, {"format": _FORMAT, "data": result})
     return result
 
 
-def _store(path: str, result: Dict[str, Any]) -> None:
-    write_json(path, {"format": _FORMAT, "data": result})
+def read_json(path: Optional[str]) -> Any:
+    """An entry's JSON, or None when it is missing, damaged, or a link."""
+    if not path:
+        return None
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(descriptor, "rb") as handle:
+            return json.loads(handle.read(64 << 20).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
-def write_json(path: str, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` in the cache, atomically (a temporary file renamed over it); data that is
-    not JSON (dates, NaN) or a folder that cannot be written is skipped: a missing cache entry only costs time."""
+def write_json(path: Optional[str], data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` in the cache, atomically; data that is not JSON (dates, NaN) or a
+    folder that cannot be written is skipped: a missing cache entry only costs time."""
+    if not path:
+        return
     try:
         text = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
         return
-    temporary = "%s.%d.tmp" % (path, os.getpid())
+    from preflight import paths
+
+    folder = os.path.dirname(path)
+    temporary = os.path.join(folder, ".%s.%s.tmp" % (os.path.basename(path), paths.random_suffix()))
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(temporary, "w", encoding="utf-8") as out:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        with os.fdopen(os.open(temporary, flags, 0o600), "w", encoding="utf-8") as out:
             out.write(text)
         os.replace(temporary, path)
     except OSError:

@@ -207,7 +207,7 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
                 python=values.get("python"), nvml_fixture=values.get("nvml_fixture"),
                 kernel_log=values.get("kernel_log"), timeout=values.get("timeout", 10.0), use_cache=not values.get("no_cache", False),
                 strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"),
-                config=values.get("config"), given=given)
+                config=values.get("config"), given=given, command=context.info_name or "check")
             return function(**kwargs)
         for declaration in reversed(declarations):
             command = declaration(command)
@@ -543,8 +543,8 @@ def config_show(config, host, gpus, partitions, features, for_command, nvml_fixt
 
     slurm = for_command == "slurm"
     options = CheckOptions(profile="node" if slurm else "train", expect_gpus="auto" if slurm else None,
-                           config=config, nvml_fixture=nvml_fixture)
-    return command.show(options, host, gpus, partitions, features, output_format, click.echo)
+                           config=config, nvml_fixture=nvml_fixture, command="config")
+    return command.show(options, host, gpus, partitions, features, output_format, click.echo, _warn)
 
 
 def _option_arity(command: click.Command):

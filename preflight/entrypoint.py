@@ -8,6 +8,7 @@ shell is involved, so arguments arrive exactly as given.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 from typing import Callable, Dict, List, Sequence
@@ -91,18 +92,42 @@ TERMINATION_LIMIT = 4096  # Kubernetes keeps at most this many bytes of it
 def write_termination_message(path: str, line: str, log: Callable[[str], None]) -> bool:
     """Write ``line`` where the orchestrator reads why the container stopped, if that file exists and is writable.
 
-    Written in place (it is usually a bind mount, which a rename cannot replace); a failure is only logged.
+    Only into a regular file that already exists (Kubernetes bind-mounts one at terminationMessagePath), written in
+    place (a rename cannot replace a bind mount), reached under the link policy of ``preflight.paths`` and opened
+    without following a link: never a device, a pipe, or a planted link's target. A failure is only logged.
     """
-    if not path or not os.path.isfile(path) or not os.access(path, os.W_OK):
+    if not path:
         return False
-    data = (line.strip() + "\n").encode("utf-8", "replace")[:TERMINATION_LIMIT]
+    from preflight import paths
+
     try:
-        with open(path, "wb") as out:
-            out.write(data)
+        resolved = paths.resolve(path, "--termination-log %s" % path)
+    except PreflightError as exc:
+        if isinstance(exc, paths.UnsafeLink):
+            log("preflight: %s" % exc.message)
+        return False
+    flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        folder = paths.open_folder(resolved.folder, "--termination-log %s" % path)
+    except PreflightError:
+        return False
+    try:
+        try:
+            descriptor = os.open(resolved.name, flags, dir_fd=folder)
+        except OSError:
+            return False  # missing (not under Kubernetes), not writable, or a link: not ours to write
+        with os.fdopen(descriptor, "wb") as out:
+            if not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
+                log("preflight: %s is not a regular file: the termination message is not written there" % path)
+                return False
+            out.truncate(0)
+            out.write((line.strip() + "\n").encode("utf-8", "replace")[:TERMINATION_LIMIT])
         return True
     except OSError as exc:
         log("preflight: cannot write the termination message to %s: %s" % (path, exc.strerror or exc))
         return False
+    finally:
+        os.close(folder)
 
 
 def become(command: Sequence[str], log: Callable[[str], None]) -> int:

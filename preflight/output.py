@@ -1,17 +1,20 @@
 """Where a report goes: standard output, or ``--output PATH``, without harming what is at PATH.
 
-``--output`` writes according to what the path is:
+``--output`` (and every other file preflight writes: ``serve --nfd-output``, ``--report-dir``) writes according
+to what the path is:
 
-- ``-``: standard output.
+- ``-``: standard output; ``/dev/stdout``, ``/dev/fd/N``: that open descriptor.
 - a regular file, or nothing yet: the text goes to a hidden temporary file in
   the target's folder (NFD and the node_exporter textfile collector ignore
-  dot-files), is flushed to disk, renamed over the target (atomic within one
-  filesystem), and the folder is flushed too. If anything fails, the
-  temporary file is removed and the old file stays as it was.
-- a symbolic link: followed; the final target is replaced in its own folder
-  and the link stays a link.
-- a character device, FIFO or socket (``/dev/null``, ``/dev/stdout``, a named
-  pipe): written in place, never replaced.
+  dot-files), created with O_EXCL|O_NOFOLLOW under a random name, flushed to
+  disk, renamed over the target (atomic within one filesystem), and the folder
+  is flushed too. If anything fails, the temporary file is removed and the old
+  file stays as it was.
+- a symbolic link: followed under ``preflight.paths``' policy (a link in a
+  folder other users can write is followed only when root or this user owns
+  it); the final target is replaced in its own folder and the link stays a link.
+- a character device, FIFO or socket (``/dev/null``, a named pipe): written in
+  place, never replaced.
 - a folder: refused.
 
 Temporary files are named ``.NAME.preflight-PID-RANDOM.tmp``; one whose writer
@@ -76,98 +79,101 @@ def _is_stream_path(path: str) -> bool:
     return number.isdigit() and (head == "/dev/fd" or (head.startswith("/proc/") and head.endswith("/fd")))
 
 
-def write_file(path: str, text: str) -> None:
+def write_file(path: str, text: str, what: str = "") -> None:
+    what = what or "--output %s" % path
     if _is_stream_path(path):
-        _write_in_place(path, path, text)  # an open descriptor: write to it, whatever it is
+        _write_in_place(path, path, text, what)  # an open descriptor: write to it, whatever it is
         return
+    from preflight import paths
+
+    resolved = paths.resolve(path, what)  # links followed only where they are safe to follow
+    folder = paths.open_folder(resolved.folder, what)
     try:
-        info = os.stat(path)  # follows symbolic links
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise OutputError("--output %s: cannot look at it: %s; nothing was written" % (path, exc.strerror or exc))
-    if info is not None and stat.S_ISDIR(info.st_mode):
-        raise OutputError("--output %s is a folder; give a file name" % path)
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        _write_in_place(path, path, text)
-        return
-    # A regular file or nothing yet: replace the final target of any links, in its own folder.
-    write_atomically(os.path.realpath(path), text, shown=path)
+        try:
+            info = os.stat(resolved.name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            info = None
+        except OSError as exc:
+            raise OutputError("%s: cannot look at it: %s; nothing was written" % (what, exc.strerror or exc))
+        if info is not None and stat.S_ISDIR(info.st_mode):
+            raise OutputError("%s is a folder; give a file name" % what)
+        if info is not None and stat.S_ISLNK(info.st_mode):  # appeared since it was resolved
+            raise paths.UnsafeLink("%s: %s became a symbolic link while preflight looked at it; nothing was written"
+                                   % (what, os.path.join(resolved.folder, resolved.name)))
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            _write_in_place(path, os.path.join(resolved.folder, resolved.name), text, what)
+            return
+        _replace(folder, resolved, info, text, what)
+    finally:
+        os.close(folder)
 
 
-def _write_in_place(path: str, target: str, text: str) -> None:
+def _write_in_place(path: str, target: str, text: str, what: str) -> None:
     """A device, FIFO or socket: write into it; replacing it would destroy it."""
     try:
         with open(target, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
     except OSError as exc:
-        raise OutputError("--output %s: cannot write the report: %s" % (path, exc.strerror or exc))
+        raise OutputError("%s: cannot write the report: %s" % (what, exc.strerror or exc))
 
 
 def write_atomically(path: str, text: str, shown: str = "") -> None:
-    shown = shown or path
-    folder = os.path.dirname(os.path.abspath(path))
-    name = os.path.basename(path)
-    if not os.path.isdir(folder):
-        raise PreflightError("--output %s: the folder %s does not exist; nothing was written" % (shown, folder))
-    remove_stale_temporaries(folder, name)
-    import tempfile  # only when writing a file: start-up time
+    """Replace the regular file ``path`` (or create it) with ``text``, all or nothing."""
+    write_file(path, text, shown)
 
+
+def _replace(folder: int, resolved, old, text: str, what: str) -> None:
+    """Write a temporary file beside the target, flush it to disk, rename it over the target, flush the folder.
+
+    Everything is relative to the folder's descriptor, and the temporary is created with O_EXCL|O_NOFOLLOW under
+    a random name: nothing another user put in the folder is followed or reused.
+    """
+    from preflight import paths
+
+    name = resolved.name
+    remove_stale_temporaries(resolved.folder, name, folder)
+    temporary = ".%s.preflight-%d-%s.tmp" % (name, os.getpid(), paths.random_suffix())
     try:
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".%s.preflight-%d-" % (name, os.getpid()),
-                                             suffix=".tmp")
+        handle = paths.create_exclusive(temporary, folder)
     except OSError as exc:
-        raise OutputError("--output %s: cannot create a file in %s: %s; the old file is unchanged"
-                          % (shown, folder, exc.strerror or exc))
+        raise OutputError("%s: cannot create a file in %s: %s; the old file is unchanged"
+                          % (what, resolved.folder, exc.strerror or exc))
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        _copy_ownership(path, temporary)
-        os.replace(temporary, path)
+            _copy_ownership(old, out.fileno())
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except OSError as exc:
         try:
-            os.unlink(temporary)
+            os.unlink(temporary, dir_fd=folder)
         except OSError:
             pass
-        raise OutputError("--output %s: writing failed: %s; the old file is unchanged" % (shown, exc.strerror or exc))
-    _sync_folder(folder)
-
-
-def _copy_ownership(path: str, temporary: str) -> None:
+        raise OutputError("%s: writing failed: %s; the old file is unchanged" % (what, exc.strerror or exc))
     try:
-        old = os.stat(path)
-    except FileNotFoundError:
-        os.chmod(temporary, 0o644)  # readers (NFD, node_exporter) often run as other users
+        os.fsync(folder)  # make the rename itself durable: without this a crash can bring the old file back
+    except OSError:
+        pass  # some filesystems cannot sync a folder; the rename is still atomic
+
+
+def _copy_ownership(old, descriptor: int) -> None:
+    if old is None:
+        os.fchmod(descriptor, 0o644)  # readers (NFD, node_exporter) often run as other users
         return
-    os.chmod(temporary, old.st_mode & 0o7777)
-    if hasattr(os, "chown") and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+    os.fchmod(descriptor, old.st_mode & 0o7777)
+    if hasattr(os, "fchown") and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
         try:
-            os.chown(temporary, old.st_uid, old.st_gid)
+            os.fchown(descriptor, old.st_uid, old.st_gid)
         except OSError:
             pass  # not root: the new file is ours, as any rewrite by this user would be
 
 
-def _sync_folder(folder: str) -> None:
-    """Make the rename itself durable: without this a crash can bring the old file back."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass  # some filesystems cannot sync a folder; the rename is still atomic
-    finally:
-        os.close(descriptor)
-
-
-def remove_stale_temporaries(folder: str, name: str) -> None:
+def remove_stale_temporaries(folder: str, name: str, folder_fd: int) -> None:
     """Remove our own temporary files for ``name`` whose writer died before renaming them."""
     try:
-        entries = os.listdir(folder)
+        entries = os.listdir(folder_fd)
     except OSError:
         return
     now = time.time()
@@ -175,11 +181,10 @@ def remove_stale_temporaries(folder: str, name: str) -> None:
         found = re.match(_TEMP, entry)
         if not found or found.group("name") != name:
             continue
-        full = os.path.join(folder, entry)
         try:
-            age = now - os.lstat(full).st_mtime
+            age = now - os.stat(entry, dir_fd=folder_fd, follow_symlinks=False).st_mtime
             if age > STALE_AFTER or not _alive(int(found.group("pid"))):
-                os.unlink(full)
+                os.unlink(entry, dir_fd=folder_fd)
         except OSError:
             continue
 

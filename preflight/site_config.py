@@ -33,6 +33,40 @@ class ConfigError(PreflightError):
     """The site configuration cannot be read or says something preflight cannot use (exit 2)."""
 
 
+class UnsafeConfig(ConfigError):
+    """Users other than the file's owner could change the site configuration (what a node is admitted on)."""
+
+
+def permission_problem(path: str) -> Optional[str]:
+    """Why someone other than root or this user could change the file at ``path``, or None when no one can.
+
+    Like sshd with its configuration: a world-writable file, a file in a world-writable folder that is not sticky
+    (anyone could replace it), a file someone else owns in a sticky one (/tmp), or a link someone else planted.
+    """
+    import stat
+
+    from preflight import paths
+
+    try:
+        resolved = paths.resolve(path, "configuration file %s" % path)
+    except paths.UnsafeLink as exc:
+        return exc.message.split(": ", 1)[-1].replace("; nothing was written", "")
+    except PreflightError:
+        return None  # not there or not a file: reading it says so
+    real = os.path.join(resolved.folder, resolved.name)
+    try:
+        info, folder = os.stat(real), os.stat(resolved.folder)
+    except OSError:
+        return None
+    if info.st_mode & stat.S_IWOTH:
+        return "it is world-writable (mode %o)" % stat.S_IMODE(info.st_mode)
+    if folder.st_mode & stat.S_IWOTH and not folder.st_mode & stat.S_ISVTX:
+        return "its folder %s is world-writable: anyone can replace it" % resolved.folder
+    if paths.shared_folder(folder) and info.st_uid not in paths.trusted_owners():
+        return "it lies in the shared folder %s and belongs to user %d" % (resolved.folder, info.st_uid)
+    return None
+
+
 class Origin(NamedTuple):
     """Where a setting came from: ``built-in default``, ``command line``, or a place in the file."""
 

@@ -11,10 +11,12 @@ slurm.conf through --slurm-conf, SLURM_CONF or the usual locations
 
 - checks fail: ``scontrol update NodeName=N State=DRAIN Reason="preflight: <rule-id> <message>"``
   (the rule id first: ``sinfo -R`` cuts reasons short).
-- checks pass: ``State=RESUME``, but only if the node is drained and its
-  reason starts with ``preflight:``.
+- checks pass: ``State=RESUME``, but only if the node is drained (not DOWN,
+  FAIL or MAINT) with exactly the reason preflight recorded setting
+  (``DrainRecord``, in the cache folder).
 - a node whose reason is anyone else's (an administrator's DOWN, FAIL, MAINT
-  or DRAIN, Slurm's own) is never drained over and never resumed.
+  or DRAIN, even with a reason that starts with ``preflight:``; Slurm's own) is
+  never drained over and never resumed.
 - checks that could not finish (a probe timed out) change nothing: the
   verdict is unknown (exit 5), as NHC does.
 
@@ -217,15 +219,60 @@ def is_drained(state: str) -> bool:
 _OUT_OF_SERVICE = {"DRAIN", "DRAINING", "DRAINED", "DOWN", "FAIL", "FAILING", "MAINT", "REBOOT", "REBOOT_REQUESTED",
                    "REBOOT_ISSUED", "POWER_DOWN", "POWERED_DOWN", "POWERING_DOWN", "INVAL", "NOT_RESPONDING",
                    "FUTURE"}
+_DRAIN_FLAGS = {"DRAIN", "DRAINING", "DRAINED"}
+
+
+def _flags(state: str) -> set:
+    return {word.strip("*~#!%$@^-") for word in state.upper().split("+")}
 
 
 def out_of_service(state: str) -> bool:
-    flags = {word.strip("*~#!%$@^-") for word in state.upper().split("+")}
-    return bool(flags & _OUT_OF_SERVICE)
+    return bool(_flags(state) & _OUT_OF_SERVICE)
 
 
-def is_ours(reason: Optional[str]) -> bool:
+def drained_only(state: str) -> bool:
+    """Drained, and out of service for no other reason: the state preflight's own drain leaves (IDLE+DRAIN,
+    MIXED+DRAIN), not DOWN, FAIL or MAINT that someone set on top of it."""
+    flags = _flags(state)
+    return bool(flags & _DRAIN_FLAGS) and not (flags - _DRAIN_FLAGS) & _OUT_OF_SERVICE
+
+
+def looks_like_ours(reason: Optional[str]) -> bool:
+    """A reason in preflight's form (``preflight: ...``); only a recorded one is preflight's to lift."""
     return (reason or "").startswith(REASON_PREFIX)
+
+
+class DrainRecord:
+    """The reasons preflight set, by node, kept in the cache folder (slurm-drains.json).
+
+    A reason that merely starts with ``preflight:`` proves nothing: an administrator may write one, or set DOWN and
+    keep it. preflight lifts only a drain it recorded setting, with exactly the reason it set; a lost record (a
+    cleared cache) leaves the node to the administrator, never resumes it by guess.
+    """
+
+    FILE = "slurm-drains.json"
+
+    def __init__(self) -> None:
+        from preflight import cache
+
+        self.path = cache.entry_path(self.FILE)
+        data = cache.read_json(self.path)
+        self.drains = {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+    def reason(self, node: str) -> Optional[str]:
+        reason = self.drains.get(node, {}).get("reason")
+        return reason if isinstance(reason, str) else None
+
+    def set(self, node: str, reason: Optional[str]) -> None:
+        import time
+
+        from preflight import cache
+
+        if reason is None:
+            self.drains.pop(node, None)
+        else:
+            self.drains[node] = {"reason": reason, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        cache.write_json(self.path, self.drains)
 
 
 class Decision(NamedTuple):
@@ -237,22 +284,29 @@ class Decision(NamedTuple):
     planned: str
 
 
-def decide(failures: List[Result], node: str, state: str, reason: Optional[str]) -> Decision:
+def decide(failures: List[Result], node: str, state: str, reason: Optional[str],
+           recorded: Optional[str] = None) -> Decision:
     """Drain ``node`` for ``failures``, or resume it when there are none and the drain is preflight's own.
 
-    A node whose reason is not preflight's (an administrator's DOWN, FAIL,
-    MAINT, DRAIN; Slurm's own "Not responding") is never drained over and
-    never resumed: only preflight's own drain is preflight's to lift.
+    Preflight's own drain: the node is only drained (not DOWN, FAIL, MAINT) and its reason is exactly the one
+    preflight ``recorded`` setting. Any other reason (an administrator's, even one starting with ``preflight:``;
+    Slurm's own "Not responding") is never drained over and never resumed.
     """
-    ours = is_ours(reason)
+    ours = reason is not None and reason == recorded and drained_only(state)
     foreign = reason is not None and not ours
     if not failures:
-        if is_drained(state) and ours:
+        if ours:
             return Decision("resume", None, "checks pass: resumed %s (its reason was %s)" % (node, reason),
                             "checks pass: would resume %s (its reason is %s)" % (node, reason))
         if foreign or out_of_service(state):
-            words = "checks pass; %s stays %s: its reason is not preflight's (%s)" % (
-                node, state, reason or "no reason given")
+            why = "its reason is not preflight's (%s)" % (reason or "no reason given")
+            if looks_like_ours(reason) and reason == recorded:
+                why = "it is %s, not only drained: someone else set that state (reason: %s)" % (state, reason)
+            elif looks_like_ours(reason):
+                why = ("its reason looks like preflight's, but preflight has no record of setting it here (an "
+                       "administrator's, or set before preflight kept records): %s; resume it with scontrol update "
+                       "NodeName=%s State=RESUME" % (reason, node))
+            words = "checks pass; %s stays %s: %s" % (node, state, why)
             return Decision("none", None, words, words)
         words = "checks pass; %s is %s" % (node, state)
         return Decision("none", None, words, words)
@@ -260,7 +314,7 @@ def decide(failures: List[Result], node: str, state: str, reason: Optional[str])
     if foreign:
         words = "checks fail (%s); %s is %s for another reason, left as it is: %s" % (wanted, node, state, reason)
         return Decision("none", None, words, words)
-    if ours and reason == wanted and is_drained(state):
+    if ours and reason == wanted:
         words = "checks fail; %s is already drained: %s" % (node, reason)
         return Decision("none", None, words, words)
     if not ours and out_of_service(state):
@@ -273,11 +327,18 @@ def decide(failures: List[Result], node: str, state: str, reason: Optional[str])
 def admit(failures: List[Result], scontrol: Scontrol, node: str, dry_run: bool = False) -> List[str]:
     """Decide from the node's current state and reason, then act (unless ``dry_run``); returns what happened."""
     info = scontrol.node(node)
-    decision = decide(failures, node, info.state, info.reason)
+    record = DrainRecord()
+    decision = decide(failures, node, info.state, info.reason, record.reason(node))
     if dry_run:
         return ["dry run, nothing changed: %s" % decision.planned]
     if decision.action == "resume":
         scontrol.resume(node)
+        record.set(node, None)
     elif decision.action == "drain":
+        record.set(node, decision.reason)  # first: a drain must never be left without its record
         scontrol.drain(node, decision.reason)
-    return [decision.done]
+    lines = [decision.done]
+    if decision.action == "drain" and record.path is None:
+        lines.append("the cache folder is off, so this drain is not recorded: preflight will not resume %s itself "
+                     "(scontrol update NodeName=%s State=RESUME)" % (node, node))
+    return lines

@@ -261,7 +261,8 @@ def test_usage_errors_exit_2():
 
 def test_empty_selections_and_idle_workloads_are_explained():
     empty = run_cli("check", "--profile", "node", "--select", "torch", "--nvml-fixture", nvml_fixture("h200-driver580.json"))
-    assert empty.returncode == 0 and "no rule is left to check" in empty.stderr
+    assert empty.returncode == 2 and "no rule is left to check in profile node: select torch (--select)" \
+        in empty.stderr
     idle = run_cli("check", "--profile", "node", "--workload", "yolov9-c", "--nvml-fixture",
                    nvml_fixture("h200-driver580.json"))
     assert "--workload has no effect" in idle.stderr

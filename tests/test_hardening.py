@@ -235,12 +235,15 @@ def test_a_bad_torch_arch_cache_entry_is_a_miss_and_is_rewritten(tmp_path, fake_
     path = cache / "torch-arch-flags.json"
     entries = json.loads(path.read_text())
     key = next(iter(entries))
-    for bad in ({key: [1, None]}, {key: "sm_90"}, [key], {key: {"x": 1}}):
+    good = entries[key]
+    assert good["flags"] == ["sm_80", "sm_90"] and len(good["digest"]) == 32
+    for bad in ({key: [1, None]}, {key: "sm_90"}, [key], {key: {"x": 1}}, {key: ["sm_80", "sm_90"]},
+                {key: dict(good, flags=["sm_80"])}):
         path.write_text(json.dumps(bad))
         again = run()
         assert again.returncode == first.returncode, again.stderr
         assert json.loads(again.stdout)["results"][0]["status"] == json.loads(first.stdout)["results"][0]["status"]
-        assert json.loads(path.read_text()) == {key: ["sm_80", "sm_90"]}  # rewritten whole
+        assert json.loads(path.read_text()) == {key: good}  # rewritten whole
 
 
 # --- replaying without nvidia-ml-py --------------------------------------------------------------

@@ -186,3 +186,91 @@ def test_a_bad_file_is_a_usage_error_naming_file_line_and_key(tmp_path, text, wh
 def test_a_missing_config_file_is_a_usage_error(tmp_path):
     completed = run_cli("check", "--config", str(tmp_path / "none.toml"), "--nvml-fixture", H200)
     assert completed.returncode == 2 and "none.toml: no such file" in completed.stderr
+
+
+# --- a verdict needs rules; a configuration others could change is not acted on -----------------------
+
+CANCELLING = """[defaults]
+ignore = "gpu"
+
+[[match]]
+hosts = "%(host)s"
+select = "gpu"
+ignore = "gpu"
+""" % {"host": HOST}
+
+
+def test_a_configuration_whose_select_and_ignore_cancel_is_refused_not_ok(tmp_path):
+    config = write(tmp_path, CANCELLING)
+    completed = run_cli("check", "--config", config, "--profile", "node", "--nvml-fixture", A100X2)
+    assert completed.returncode == 2, completed.stdout
+    assert "no rule is left to check in profile node: select gpu (%s:6 [[match]] 1); ignore gpu (%s:7 [[match]] 1)" \
+        % (config, config) in completed.stderr
+    assert "OK" not in completed.stdout
+    shown = run_cli("config", "show", "--config", config)
+    assert shown.returncode == 0 and "PROBLEM: no rule is left to check" in shown.stdout
+    assert json.loads(run_cli("config", "show", "--config", config, "--format", "json").stdout)["problems"]
+
+
+def test_exec_never_starts_a_job_on_an_empty_rule_set(tmp_path):
+    marker = tmp_path / "started"
+    config = write(tmp_path, CANCELLING)
+    completed = run_cli("exec", "--config", config, "--profile", "node", "--nvml-fixture", A100X2, "--",
+                        "touch", str(marker))
+    assert completed.returncode == 2 and "no rule is left to check" in completed.stderr
+    assert not marker.exists()  # the A100 node has uncorrected ECC errors: it must not run a job
+
+
+def test_ignore_covering_every_group_is_refused(tmp_path):
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--ignore",
+                        "nvml,gpu,driver,cuda,xid")
+    assert completed.returncode == 2 and "ignore nvml,gpu,driver,cuda,xid (--ignore)" in completed.stderr
+
+
+def test_slurm_does_not_resume_a_node_on_an_empty_rule_set(tmp_path):
+    scontrol = fake_scontrol(tmp_path, "IDLE+DRAIN", "preflight: gpu.health gpu1 ECC")
+    config = write(tmp_path, CANCELLING)
+    completed = run_cli("slurm", "--config", config, "--nvml-fixture", A100X2, "--scontrol", str(scontrol),
+                        "--node", HOST)
+    assert completed.returncode != 0 and "no rule is left to check" in completed.stderr
+    assert not [c for c in calls(tmp_path) if c.startswith("update")]
+
+
+@pytest.mark.parametrize("mode, folder_mode, problem", [
+    (0o666, 0o755, "it is world-writable (mode 666)"),
+    (0o644, 0o777, "is world-writable: anyone can replace it"),
+])
+def test_a_configuration_others_could_change_is_refused_by_admission_and_warned_about_elsewhere(
+        tmp_path, mode, folder_mode, problem):
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    config = write(folder, SITE)
+    (folder / "config.toml").chmod(mode)
+    folder.chmod(folder_mode)
+    scontrol = fake_scontrol(tmp_path / "slurm")
+    for command in (["slurm", "--scontrol", str(scontrol), "--node", "n1"], ["exec"],
+                    ["serve", "--listen", "127.0.0.1:0"]):
+        args = command + ["--config", config, "--nvml-fixture", H200] + (["--", "true"] if command == ["exec"] else [])
+        completed = run_cli(*args)
+        assert completed.returncode == 2, (command, completed.stderr)
+        assert problem in completed.stderr and "does not act on a configuration others could change" \
+            in completed.stderr, completed.stderr
+        assert "chmod 644" in completed.stderr
+    assert not [c for c in calls(tmp_path / "slurm") if c.startswith("update")]
+    checked = run_cli("check", "--config", config, "--nvml-fixture", H200, "--profile", "node")
+    assert checked.returncode in (0, 1) and "warning: configuration file %s: " % config in checked.stderr
+    assert problem in checked.stderr
+
+
+def test_a_configuration_in_a_sticky_folder_owned_by_someone_else_is_refused(tmp_path):
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("a file owned by another user needs root to make (CI runs as root)")
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    folder.chmod(0o1777)
+    config = write(folder, SITE)
+    os.chown(config, 65534, 65534)
+    completed = run_cli("exec", "--config", config, "--nvml-fixture", H200, "--", "true")
+    assert completed.returncode == 2 and "belongs to user 65534" in completed.stderr

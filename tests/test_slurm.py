@@ -35,6 +35,12 @@ def fake_scontrol(tmp_path: Path, state: str = "IDLE", reason: str = "", behavio
     script.write_text("""#!/bin/sh
 echo "$*" >> %(dir)s/calls
 %(behaviour)s
+if [ "$1" = update ]; then  # as slurmctld does: a drain sets the state and reason, a resume clears them
+  case "$3" in
+    State=DRAIN) echo "IDLE+DRAIN" > %(dir)s/state; printf '%%s' "${4#Reason=}" > %(dir)s/reason ;;
+    State=RESUME) echo "IDLE" > %(dir)s/state; : > %(dir)s/reason ;;
+  esac
+fi
 if [ "$1" = show ]; then
   reason=$(cat %(dir)s/reason)
   line="NodeName=$3 Arch=x86_64 Gres=%(gres)s AvailableFeatures=%(features)s ActiveFeatures=%(features)s State=$(cat %(dir)s/state) ThreadsPerCore=1 Partitions=debug"
@@ -67,18 +73,40 @@ def test_failing_checks_drain_with_the_rule_id_first(tmp_path):
     assert "drained n1" in completed.stderr
 
 
+def record_drain(node: str, reason: str) -> None:
+    """As if this preflight had drained ``node`` (its record in the test's cache folder)."""
+    admission.DrainRecord().set(node, reason)
+
+
 def test_passing_checks_resume_only_what_preflight_drained(tmp_path):
-    (tmp_path / "a").mkdir()
-    ours = fake_scontrol(tmp_path / "a", "IDLE+DRAIN", "preflight: gpu.health gpu1 ECC errors")
+    ours = fake_scontrol(tmp_path / "a")
+    assert slurm(ours, A100X2).returncode == 1  # preflight drains it (and records the reason it set)
+    assert (tmp_path / "a" / "state").read_text().strip() == "IDLE+DRAIN"
     completed = slurm(ours, H200)
     assert completed.returncode == 0
-    assert "update NodeName=n1 State=RESUME" in calls(tmp_path / "a")
-    (tmp_path / "b").mkdir()
+    assert calls(tmp_path / "a")[-1] == "update NodeName=n1 State=RESUME", calls(tmp_path / "a")
     admins = fake_scontrol(tmp_path / "b", "IDLE+DRAIN", "maintenance: new PSU")
     completed = slurm(admins, H200)
     assert completed.returncode == 0
     assert not [c for c in calls(tmp_path / "b") if c.startswith("update")]
     assert "stays IDLE+DRAIN: its reason is not preflight's (maintenance: new PSU)" in completed.stderr
+
+
+def test_an_administrators_drain_in_preflights_words_is_not_resumed(tmp_path):
+    # The red team's case: an administrator's reason that starts with "preflight:" is not preflight's.
+    admins = fake_scontrol(tmp_path / "a", "IDLE+DRAIN", "preflight: hold for RMA 4411")
+    completed = slurm(admins, H200)
+    assert completed.returncode == 0 and not [c for c in calls(tmp_path / "a") if c.startswith("update")]
+    assert "looks like preflight's, but preflight has no record of setting it here" in completed.stderr
+    assert "scontrol update NodeName=n1 State=RESUME" in completed.stderr
+    # Preflight's own drain, which an administrator then turned DOWN keeping the reason: the administrator's now.
+    node = fake_scontrol(tmp_path / "b")
+    slurm(node, A100X2)
+    reason = (tmp_path / "b" / "reason").read_text()
+    (tmp_path / "b" / "state").write_text("DOWN+DRAIN")
+    completed = slurm(node, H200)
+    assert completed.returncode == 0 and calls(tmp_path / "b")[-1].startswith("show")
+    assert "it is DOWN+DRAIN, not only drained: someone else set that state (reason: %s)" % reason in completed.stderr
 
 
 def test_an_administrators_reason_is_not_overwritten_and_no_repeat_drains(tmp_path):
@@ -88,9 +116,9 @@ def test_an_administrators_reason_is_not_overwritten_and_no_repeat_drains(tmp_pa
     (tmp_path / "calls").unlink()
     # Drained by preflight for the same reason already: nothing to update.
     first = slurm(fake_scontrol(tmp_path), A100X2)
-    reason = re.search(r"Reason=(.*)", [c for c in calls(tmp_path) if c.startswith("update")][0]).group(1)
+    assert [c for c in calls(tmp_path) if c.startswith("update")]
     (tmp_path / "calls").unlink()
-    again = slurm(fake_scontrol(tmp_path, "IDLE+DRAIN", reason), A100X2)
+    again = slurm(tmp_path / "scontrol", A100X2)
     assert first.returncode == again.returncode == 1
     assert not [c for c in calls(tmp_path) if c.startswith("update")]
 
@@ -215,9 +243,10 @@ class Cluster:
         health = self.root / "health-check"
         # Extra options (word-split on purpose) come from the file "extra".
         self.set_extra()
-        health.write_text("#!/bin/sh\necho '== run' >> %s/health.log\nexec %s -m preflight slurm --nvml-fixture \"$(cat %s/fixture)\" "
+        health.write_text("#!/bin/sh\necho '== run' >> %s/health.log\nexport PREFLIGHT_CACHE_DIR=%s/cache\n"
+                          "exec %s -m preflight slurm --nvml-fixture \"$(cat %s/fixture)\" "
                           "--slurm-conf %s $(cat %s/extra) >> %s/health.log 2>&1\n"
-                          % (self.root, sys.executable, self.root, self.conf, self.root, self.root))
+                          % (self.root, self.root, sys.executable, self.root, self.conf, self.root, self.root))
         health.chmod(0o755)
         # The same program, run now and answering on its standard streams (for tests that need one run at once).
         now = self.root / "health-now"
@@ -361,6 +390,35 @@ def test_real_slurm_an_administrators_drain_stays(cluster):
     cluster.run("scontrol", "update", "NodeName=%s" % NODE, "State=RESUME")
 
 
+def test_real_slurm_an_administrators_drain_in_preflights_words_stays(cluster):
+    cluster.set_fixture(H200)
+    cluster.scontrol("update", "NodeName=%s" % NODE, "State=DRAIN", "Reason=preflight: hold for RMA 4411")
+    try:
+        log = cluster.health_now() + cluster.health_runs(1)
+        assert "preflight has no record of setting it here" in log, log
+        state, reason = cluster.node()
+        assert admission.is_drained(state) and reason == "preflight: hold for RMA 4411"
+    finally:
+        cluster.scontrol("update", "NodeName=%s" % NODE, "State=RESUME")
+        cluster.wait_node(lambda s, r: not admission.out_of_service(s), 60, "the node to come back")
+
+
+def test_real_slurm_preflights_drain_an_administrator_set_down_stays_down(cluster):
+    cluster.set_fixture(A100X2)
+    state, reason = cluster.wait_node(lambda s, r: admission.looks_like_ours(r), 60, "preflight to drain the node")
+    cluster.scontrol("update", "NodeName=%s" % NODE, "State=DOWN", "Reason=%s" % reason)  # DOWN, our words kept
+    try:
+        cluster.set_fixture(H200)
+        log = cluster.health_now() + cluster.health_runs(1)
+        assert "not only drained: someone else set that state" in log, log
+        state, kept = cluster.node()
+        assert "DOWN" in state and kept == reason
+    finally:
+        cluster.set_fixture(H200)
+        cluster.scontrol("update", "NodeName=%s" % NODE, "State=RESUME")
+        cluster.wait_node(lambda s, r: not admission.out_of_service(s), 60, "the node to come back")
+
+
 def _stamp(oneliner: str) -> str:
     return re.search(r"Reason=.*? \[([^\]]+)\]", oneliner).group(1)
 
@@ -391,7 +449,7 @@ def test_real_slurm_a_node_comment_does_not_make_preflight_drain_again(cluster):
     cluster.scontrol("update", "NodeName=%s" % NODE, "Comment=rack 4, slot 2")
     try:
         cluster.set_fixture(A100X2)
-        state, reason = cluster.wait_node(lambda s, r: admission.is_ours(r), 60, "preflight to drain the node")
+        state, reason = cluster.wait_node(lambda s, r: admission.looks_like_ours(r), 60, "preflight to drain the node")
         oneliner = cluster.oneliner()
         assert "Comment=rack 4, slot 2" in oneliner and admission.parse_reason(oneliner) == reason
         stamp = _stamp(oneliner)
@@ -420,7 +478,7 @@ def test_real_slurm_a_probe_timeout_leaves_the_node_alone(cluster, tmp_path):
         # Also while preflight's own drain is on: unknown neither resumes nor re-drains.
         cluster.set_extra()
         cluster.set_fixture(A100X2)
-        state, reason = cluster.wait_node(lambda s, r: admission.is_ours(r), 60, "preflight to drain the node")
+        state, reason = cluster.wait_node(lambda s, r: admission.looks_like_ours(r), 60, "preflight to drain the node")
         stamp = _stamp(cluster.oneliner())
         cluster.set_fixture(H200)
         cluster.set_extra("--profile", "train", "--select", "python", "--python", str(hang), "--timeout", "1")
@@ -467,6 +525,7 @@ def test_a_node_another_owns_is_neither_drained_nor_resumed(tmp_path, state, rea
 def test_slurm_admits_with_the_node_profile_by_default(tmp_path):
     # The H200 is healthy; preflight's own venv has no torch, which is not the node's business.
     scontrol = fake_scontrol(tmp_path, "IDLE+DRAIN", "preflight: gpu.health gpu0 old problem")
+    record_drain("n1", "preflight: gpu.health gpu0 old problem")
     completed = run_cli("slurm", "--nvml-fixture", H200, "--scontrol", str(scontrol), "--node", "n1", "--dry-run")
     assert completed.returncode == 0, completed.stderr
     assert "torch" not in completed.stderr
@@ -541,6 +600,7 @@ def test_a_cpu_only_node_is_not_drained(tmp_path, fixture, gres):
     assert not [c for c in calls(tmp_path) if c.startswith("update")]
     # Drained earlier by preflight for the missing driver (an older default): resumed.
     drained = fake_scontrol(tmp_path / "old", "IDLE+DRAIN", "preflight: nvml.init NVML library not found")
+    record_drain("n1", "preflight: nvml.init NVML library not found")
     assert slurm(drained, fixture).returncode == 0
     assert "State=RESUME" in calls(tmp_path / "old")[-1]
 

@@ -14,7 +14,7 @@ from preflight.report import Report
 def run(options: CheckOptions, warn: common.Warn = None, node=None) -> Report:
     """Check with these options; ``node`` is the Slurm node being admitted (its Gres sets the GPUs expected)."""
     started = time.monotonic()
-    applied = site.apply(options, node)
+    applied = site.apply(options, node, warn)
     options = applied.options
     if node is not None:
         from preflight import slurm as admission
@@ -23,9 +23,8 @@ def run(options: CheckOptions, warn: common.Warn = None, node=None) -> Report:
     ruleset = common.load_rules(options.rules_paths, warn, capacity=options.workload is not None)
     site.validate(applied, ruleset)
     rules = common.choose_rules(options, ruleset)
-    if warn and not rules:
-        warn("no rule is left to check: the selected rules are not in profile %s ('preflight rules --profile %s' "
-             "lists its rules)" % (options.profile, options.profile))
+    if not rules:
+        raise site.no_rules_left(applied)
     request = common.workload_request(ruleset, options.workload) if options.workload else None
     if warn and request and not any(rule.fact.path == "gpu.workload.fit" for rule in rules):
         warn("--workload has no effect: no selected rule reads it (gpu.memory.workload is in the train and "

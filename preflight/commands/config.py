@@ -11,12 +11,12 @@ from preflight.commands.options import CheckOptions
 
 
 def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partitions: Sequence[str],
-         features: Sequence[str], output_format: str, echo: Callable[[str], None]) -> int:
+         features: Sequence[str], output_format: str, echo: Callable[[str], None], warn=None) -> int:
     import os
 
     environ = options.environ if options.environ is not None else os.environ
     path = site.locate(options.config, environ)
-    config = site_config.load(path)
+    config = site.read(path, options, warn)
     names = tuple(gpus) or None
     if names is None and site_config.needs_gpus(config):
         _, names = site._machine_gpus(options)
@@ -25,11 +25,15 @@ def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partit
         here = here._replace(partitions=tuple(partitions) or here.partitions, features=tuple(features) or None)
     effective = site_config.effective(config, here) if config.sections else None
     applied = _applied(options, config, effective)
+    problems = []
     if effective is not None:
         from preflight.commands import common
 
         site_config.check_rule_paths(effective)
-        site.validate(applied, common.load_rules(list(applied.options.rules_paths)))  # ids in set, select, ignore
+        ruleset = common.load_rules(list(applied.options.rules_paths))
+        site.validate(applied, ruleset)  # ids in set, select, ignore
+        if not common.choose_rules(applied.options, ruleset):
+            problems.append(site.no_rules_left(applied).message)
     rows = site.origins(applied)
     sections = effective.applied if effective else []
     if output_format == "json":
@@ -39,9 +43,10 @@ def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partit
             "settings": [{"setting": key, "value": value, "from": where} for key, value, where in rows],
             "sections": [{"section": section.name, "line": section.line, "applies": not why_not,
                           "why_not": why_not or None} for section, why_not in sections],
+            "problems": problems,
         }, indent=2))
         return 0
-    echo(_text(path, here, rows, sections))
+    echo(_text(path, here, rows, sections, problems))
     return 0
 
 
@@ -55,7 +60,7 @@ def _applied(options: CheckOptions, config, effective) -> site.Applied:
     return site.Applied(options.replace(**changes), config, effective, None)
 
 
-def _text(path, here: site_config.Target, rows, sections) -> str:
+def _text(path, here: site_config.Target, rows, sections, problems=()) -> str:
     def known(values) -> str:
         return "unknown" if values is None else (", ".join(values) or "none")
 
@@ -74,4 +79,6 @@ def _text(path, here: site_config.Target, rows, sections) -> str:
         for section, why_not in sections:
             where = "line %d" % section.line if section.line else "?"
             lines.append("%s (%s): %s" % (section.name, where, "applies" if not why_not else "does not apply: " + why_not))
+    for problem in problems:
+        lines += ["", "PROBLEM: %s" % problem]
     return "\n".join(lines)

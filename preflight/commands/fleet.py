@@ -34,9 +34,7 @@ class Evaluator:
         environ = options.environ if options.environ is not None else os.environ
         path = site.locate(options.config, environ)
         if path is not None:
-            from preflight import site_config
-
-            self.config = site_config.load(path)
+            self.config = site.read(path, options, warn)
         self._rules: dict = {}
         self.options, self.rules = self._for(None)  # the command line's (and [defaults']): reports use these
         self.chosen = {rule.id for rule in self.rules}
@@ -57,8 +55,12 @@ class Evaluator:
         if effective is not None:
             options = site.merged(options, effective)
         ruleset = common.load_rules(options.rules_paths, self.warn)
-        site.validate(site.Applied(options, self.config, effective, None), ruleset)
-        self._rules[key] = (options, common.choose_rules(options, ruleset))
+        applied = site.Applied(options, self.config, effective, None)
+        site.validate(applied, ruleset)
+        rules = common.choose_rules(options, ruleset)
+        if not rules:
+            raise site.no_rules_left(applied)
+        self._rules[key] = (options, rules)
         return self._rules[key]
 
     def add(self, fleet: Fleet, document: read.Document) -> None:
@@ -91,7 +93,11 @@ class Evaluator:
         if self.config is not None:
             from preflight import site_config
 
-            options, rules = self._for(site_config.Target((host or "").split(".")[0], site.gpu_names(data)))
+            try:
+                options, rules = self._for(site_config.Target((host or "").split(".")[0], site.gpu_names(data)))
+            except PreflightError as exc:  # this node's configuration leaves nothing to judge it by
+                fleet.add_unreadable(document.path, "cannot judge %s: %s" % (host or "this node", exc.message))
+                return
         expected = common.expected_gpus(options, data)
         if expected is not None:
             data["expected_gpus"] = expected

@@ -67,6 +67,7 @@ class _Check(NamedTuple):
     config: Optional[str]
     given: FrozenSet[str]
     kernel_log: Optional[str]
+    command: str
 
 
 class CheckOptions(_Check):
@@ -74,7 +75,9 @@ class CheckOptions(_Check):
 
     ``expect_gpus`` is None (no expectation), ``auto`` or a count; ``config``
     the site configuration file given with --config; ``given`` names the
-    options the command line set, which a site configuration never overrides.
+    options the command line set, which a site configuration never overrides;
+    ``command`` the command running (an unsafe site configuration is refused by
+    the ones that admit nodes or start jobs, only warned about by the others).
     """
 
     __slots__ = ()
@@ -85,7 +88,7 @@ class CheckOptions(_Check):
                 use_cache: bool = True, strict: bool = False, environ: Optional[Mapping[str, str]] = None,
                 workload: Optional[WorkloadOptions] = None, expect_gpus: Optional[str] = None,
                 config: Optional[str] = None, given: Iterable[str] = (),
-                kernel_log: Optional[str] = None) -> "CheckOptions":
+                kernel_log: Optional[str] = None, command: str = "check") -> "CheckOptions":
         if profile not in PROFILES:
             raise PreflightError("unknown profile %r" % profile, "profiles: %s" % ", ".join(PROFILES))
         if math.isnan(timeout) or not 0 < timeout <= MAX_TIMEOUT:
@@ -99,7 +102,7 @@ class CheckOptions(_Check):
         return super().__new__(cls, profile, tuple(rules_paths or ()), tuple(select or ()), tuple(ignore or ()),
                                tuple(settings or ()), facts_file, python, nvml_fixture, timeout, use_cache, strict,
                                environ, workload, parse_expect_gpus(expect_gpus), config, frozenset(given),
-                               kernel_log)
+                               kernel_log, command)
 
     def replace(self, **changes) -> "CheckOptions":
         """A copy with some fields changed, checked like a new one (NamedTuple._replace would skip the checks)."""

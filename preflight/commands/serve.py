@@ -22,10 +22,11 @@ def parse_listen(text: str):
 def _validate(options: CheckOptions, warn: common.Warn) -> None:
     from preflight.commands import site
 
-    applied = site.apply(options, None)
+    applied = site.apply(options, None, warn)
     ruleset = common.load_rules(applied.options.rules_paths, warn, capacity=applied.options.workload is not None)
     site.validate(applied, ruleset)
-    common.choose_rules(applied.options, ruleset)
+    if not common.choose_rules(applied.options, ruleset):
+        raise site.no_rules_left(applied)
 
 
 def main(options: CheckOptions, listen: str, interval: float, nfd_output: Optional[str], expires_in: float,

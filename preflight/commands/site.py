@@ -62,7 +62,29 @@ def gpu_names(facts: Dict[str, Any]) -> Tuple[str, ...]:
     return tuple(gpu.get("name") or "" for gpu in (facts.get("nvml") or {}).get("gpus") or [])
 
 
-def apply(options: CheckOptions, node=None) -> Applied:
+# The commands that admit nodes or start jobs unattended, often as root: an unsafe configuration is refused.
+STRICT_COMMANDS = ("slurm", "exec", "serve")
+
+
+def read(path: Optional[str], options: CheckOptions, warn=None) -> "site_config.Config":
+    """The configuration at ``path``: refused when others could change it under slurm, exec and serve (they act
+    on what it says, unattended), warned about elsewhere."""
+    from preflight import site_config
+
+    if path is not None:
+        problem = site_config.permission_problem(path)
+        if problem and options.command in STRICT_COMMANDS:
+            raise site_config.UnsafeConfig(
+                "configuration file %s: %s; preflight %s does not act on a configuration others could change"
+                % (path, problem, options.command), "make it owned by root and not writable by others: "
+                "chown root: %s && chmod 644 %s" % (path, path))
+        if problem and warn:
+            warn("configuration file %s: %s (preflight slurm, exec and serve refuse it): chown root: %s && "
+                 "chmod 644 %s" % (path, problem, path, path))
+    return site_config.load(path)
+
+
+def apply(options: CheckOptions, node=None, warn=None) -> Applied:
     """Read the configuration and merge what applies here under the command line's own options."""
     environ = options.environ if options.environ is not None else os.environ
     path = locate(options.config, environ)
@@ -70,7 +92,7 @@ def apply(options: CheckOptions, node=None) -> Applied:
         return Applied(options, None, None, None)
     from preflight import site_config
 
-    config = site_config.load(path)
+    config = read(path, options, warn)
     if not config.sections:
         return Applied(options, config, None, None)
     early = None
@@ -129,6 +151,27 @@ def validate(applied: Applied, ruleset: "loader.RuleSet") -> None:
             except PreflightError as exc:
                 raise site_config.ConfigError("%s: %s" % (effective.origins[key].location,
                                                           exc.message.split(": ", 1)[-1]), exc.hint)
+
+
+def no_rules_left(applied: Applied) -> PreflightError:
+    """The error when the selection leaves no rule to check: a verdict needs rules (an empty one would say OK)."""
+    options, effective = applied.options, applied.effective
+    said = []
+    for key in ("select", "ignore"):
+        values = getattr(options, key)
+        if not values:
+            continue
+        if key in options.given or effective is None or key not in effective.origins:
+            where = "--%s" % key
+        else:
+            where = effective.origins[key].text
+        said.append("%s %s (%s)" % (key, ",".join(values), where))
+    why = "; ".join(said) or "the rule files give profile %s no rule" % options.profile
+    return PreflightError(
+        "no rule is left to check in profile %s: %s. A check without rules would pass anything, so preflight "
+        "refuses to give a verdict" % (options.profile, why),
+        "'preflight config show' says where each setting comes from; 'preflight rules --profile %s' lists the "
+        "rules" % options.profile)
 
 
 def origins(applied: Applied) -> List[Tuple[str, str, str]]:

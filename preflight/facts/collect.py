@@ -121,10 +121,12 @@ def collect(probes, options: Options, reuse: Optional[Dict[str, Any]] = None) ->
         snapshot["visibility"] = _visibility(nvml, options.environ) if nvml else None
         live = options.nvml_binding is None and not options.nvml_fixture
         if "nvml" in tasks and nvml and nvml.get("health_read") and live and options.use_cache:
-            from preflight.cache import cache_dir
+            from preflight.cache import usable_dir
             from preflight.facts import history
 
-            history.annotate(nvml, cache_dir())
+            folder = usable_dir()
+            if folder is not None:
+                history.annotate(nvml, folder)
 
     if "torch_arch" in probes:
         _collect_torch_arch(snapshot, options, remaining, waiting)

@@ -10,7 +10,6 @@ saved snapshot replays with them). A replayed recording has no history. A missin
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any, Dict, Optional
@@ -76,9 +75,7 @@ def _counts(value: Any, before: Any) -> bool:
 
 
 def _read(path: str) -> Dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError, RecursionError):
-        return {}
+    from preflight.cache import read_json
+
+    data = read_json(path)
     return data if isinstance(data, dict) else {}

@@ -2,9 +2,10 @@
 
 ``torch._C._cuda_getArchFlags()`` answers without initialising CUDA, but only
 after ``import torch`` (3-6 s). So it runs in a subprocess of the target
-interpreter, with a timeout, and the answer is cached against the torch
-installation (its folder, version and compiled extension's size and mtime):
-the cost is paid once per torch install.
+interpreter, with a timeout, and the answer is cached against what it
+describes (the interpreter, the torch folder, its version, and the sizes and
+mtimes of its files), with a hash of the answer: the cost is paid once per
+torch install, and an entry for another install, or edited, is a miss.
 """
 
 from __future__ import annotations
@@ -12,34 +13,53 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional
 
-from preflight.cache import cache_dir, write_json
+from preflight.cache import entry_path, read_json, write_json
 from preflight.errors import ProbeError, ProbeTimeout
 from preflight.probes import process
 
 _SCRIPT = "import sys, torch; sys.stdout.write('\\n' + str(torch._C._cuda_getArchFlags()) + '\\n')"
+FILE = "torch-arch-flags.json"
+# The files whose change means another torch: the compiled extension, the version file, the CUDA library.
+_FILES = ("version.py", os.path.join("lib", "libtorch_cuda.so"))
 
 
-
-
-def cache_key(torch_facts: Dict[str, Any]) -> Optional[str]:
+def cache_key(torch_facts: Dict[str, Any], python: str = "") -> Optional[str]:
+    """What an answer describes: the interpreter, the torch folder and version, and its files' sizes and mtimes.
+    An entry for anything else (another interpreter, a reinstalled torch, someone else's) is a miss."""
     extension = torch_facts.get("extension") or {}
-    if not torch_facts.get("location"):
+    location = torch_facts.get("location")
+    if not location:
         return None
-    return "|".join(str(part) for part in (
-        os.path.realpath(torch_facts["location"]), torch_facts.get("version"),
-        extension.get("size"), extension.get("mtime_ns"),
-    ))
+    parts = [os.path.realpath(python) if python else "", os.path.realpath(location), torch_facts.get("version"),
+             extension.get("size"), extension.get("mtime_ns")]
+    for name in _FILES:
+        try:
+            info = os.stat(os.path.join(location, name))
+            parts += [info.st_size, info.st_mtime_ns]
+        except OSError:
+            parts += [None, None]
+    return "|".join(str(part) for part in parts)
+
+
+def digest(key: str, flags: List[str]) -> str:
+    """A hash of an answer and what it describes, kept with the answer: an entry edited by hand is a miss."""
+    try:
+        from _blake2 import blake2b  # the C module alone: hashlib's OpenSSL import costs milliseconds
+    except ImportError:  # pragma: no cover - Pythons without it
+        from hashlib import blake2b
+    return blake2b(("%s\n%s" % (key, " ".join(flags))).encode("utf-8"), digest_size=16).hexdigest()
 
 
 def probe(torch_facts: Dict[str, Any], python: str, timeout: float, use_cache: bool = True) -> Dict[str, Any]:
-    key = cache_key(torch_facts)
-    path = os.path.join(cache_dir(), "torch-arch-flags.json")
-    cache = _read_cache(path) if use_cache else {}
-    if key and _valid_flags(cache.get(key)):
-        return {"flags": cache[key], "source": "cache"}
+    key = cache_key(torch_facts, python)
+    path = entry_path(FILE) if use_cache and key else None
+    cache = _read_cache(path)
+    entry = cache.get(key) if key else None
+    if isinstance(entry, dict) and _valid_flags(entry.get("flags")) and entry.get("digest") == digest(key, entry["flags"]):
+        return {"flags": entry["flags"], "source": "cache"}
     flags = _ask_torch(python, timeout)
-    if use_cache and key:
-        cache[key] = flags
+    if path:
+        cache[key] = {"flags": flags, "digest": digest(key, flags)}
         write_json(path, cache)
     return {"flags": flags, "source": "probe"}
 
@@ -64,17 +84,9 @@ def _valid_flags(flags: Any) -> bool:
         and len(flags) < 256
 
 
-def _read_cache(path: str) -> Dict[str, Any]:
-    """The cache; a damaged file or entry is a miss (and is rewritten after the next probe)."""
-    from preflight.errors import PreflightError
-    from preflight.input_files import load_json
-
-    try:
-        data = load_json(path, "cache", PreflightError, limit=4 << 20)
-    except (PreflightError, RecursionError):
-        return {}  # no cache yet, or a damaged one: probe again
+def _read_cache(path: Optional[str]) -> Dict[str, Any]:
+    """The cache's entries; a damaged file is a miss (and is rewritten after the next probe)."""
+    data = read_json(path)
     if not isinstance(data, dict):
         return {}
-    return {key: flags for key, flags in data.items() if _valid_flags(flags)}
-
-
+    return {key: entry for key, entry in data.items() if isinstance(entry, dict)}

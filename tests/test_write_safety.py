@@ -1,0 +1,203 @@
+"""Every file preflight writes goes through one link policy; the cache is the user's own and keyed by what it
+describes. Links are planted as an attacker would: in a sticky, world-writable folder owned by another user,
+owned by that user (this needs root, as CI runs; elsewhere these tests skip and say why)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+import pytest
+
+from conftest import nvml_fixture, run_cli
+from test_serve import Server
+
+H200 = nvml_fixture("h200-driver580.json")
+OTHER = 65534  # nobody
+
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                                reason="planting a link owned by another user needs root (CI runs as root)")
+
+
+@pytest.fixture
+def shared(tmp_path):
+    """A folder like /tmp or a shared drop folder: sticky, world-writable, owned by another user; and a victim: a
+    0600 root-owned file elsewhere."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    os.chown(str(folder), OTHER, OTHER)
+    folder.chmod(0o1777)
+    victim = tmp_path / "private" / "secret"
+    victim.parent.mkdir()
+    victim.write_text("root's own\n")
+    victim.chmod(0o600)
+    return folder, victim
+
+
+def plant(link, target, owner: int = OTHER) -> None:
+    os.symlink(str(target), str(link))
+    os.lchown(str(link), owner, owner)
+
+
+@needs_root
+def test_output_never_follows_a_planted_link_to_replace_a_file(shared):
+    folder, victim = shared
+    plant(folder / "report.json", victim)
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--format", "json",
+                        "--output", str(folder / "report.json"))
+    assert completed.returncode == 2, completed.stderr
+    assert "symbolic link owned by user 65534" in completed.stderr and "nothing was written" in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert victim.read_text() == "root's own\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+    assert os.path.islink(str(folder / "report.json"))  # left as it was
+
+
+@needs_root
+def test_output_never_creates_a_file_where_a_planted_link_dangles(shared, tmp_path):
+    folder, _ = shared
+    wanted = tmp_path / "private" / "created-by-root"
+    plant(folder / "features", wanted)
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--format", "nfd",
+                        "--output", str(folder / "features"))
+    assert completed.returncode == 2 and "does not follow it" in completed.stderr
+    assert not wanted.exists()
+
+
+@needs_root
+def test_a_planted_link_to_a_folder_on_the_way_is_refused_too(shared, tmp_path):
+    folder, _ = shared
+    elsewhere = tmp_path / "private"
+    plant(folder / "reports", elsewhere)
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--format", "json",
+                        "--output", str(folder / "reports" / "node.json"))
+    assert completed.returncode == 2 and "reports is a symbolic link owned by user 65534" in completed.stderr
+    assert not (elsewhere / "node.json").exists()
+
+
+@needs_root
+def test_a_link_root_owns_in_a_shared_folder_is_followed_and_stays_a_link(shared, tmp_path):
+    folder, _ = shared
+    target = tmp_path / "private" / "node.prom"
+    plant(folder / "node.prom", target, owner=0)
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--format", "prometheus",
+                        "--output", str(folder / "node.prom"))
+    assert completed.returncode == 0, completed.stderr
+    assert "preflight_ok" in target.read_text() and os.path.islink(str(folder / "node.prom"))
+
+
+@needs_root
+def test_serve_never_writes_the_nfd_file_through_a_planted_link(shared):
+    folder, victim = shared
+    plant(folder / "preflight", victim)
+    server = Server("--profile", "node", "--nvml-fixture", H200, "--interval", "60s",
+                    "--nfd-output", str(folder / "preflight"))
+    try:
+        server.wait_for_check()
+        status, body, _ = server.get("/healthz")
+        assert status == 200, body  # the check itself is served; only the side output is refused
+    finally:
+        server.stop()
+    assert victim.read_text() == "root's own\n"
+    assert "does not follow it" in server.said
+
+
+@needs_root
+def test_exec_never_truncates_a_file_through_a_planted_termination_log_link(shared):
+    folder, victim = shared
+    plant(folder / "termination-log", victim)
+    bad = nvml_fixture("2x-a100-40g-driver550-ecc.json")
+    completed = run_cli("exec", "--profile", "node", "--nvml-fixture", bad, "--set", "gpu.count.min=4",
+                        "--termination-log", str(folder / "termination-log"), "--", "true")
+    assert completed.returncode == 78, completed.stderr
+    assert victim.read_text() == "root's own\n"
+    assert "does not follow it" in completed.stderr
+
+
+def test_exec_writes_the_termination_log_only_into_a_regular_file(tmp_path):
+    bad = nvml_fixture("2x-a100-40g-driver550-ecc.json")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(str(fifo))
+    completed = run_cli("exec", "--profile", "node", "--nvml-fixture", bad, "--set", "gpu.count.min=4",
+                        "--termination-log", str(fifo), "--", "true")
+    assert completed.returncode == 78  # no reader on the FIFO: nothing blocks, nothing written
+    log = tmp_path / "termination-log"
+    log.write_text("x" * 5000)
+    completed = run_cli("exec", "--profile", "node", "--nvml-fixture", bad, "--set", "gpu.count.min=4",
+                        "--termination-log", str(log), "--", "true")
+    assert completed.returncode == 78
+    assert log.read_text().startswith("preflight: not starting true: gpu.count") and len(log.read_text()) < 300
+
+
+# --- the cache ---------------------------------------------------------------------------------------------
+
+def _arch_check(env, cache, *extra):
+    return run_cli("check", "--python", env.python, "--select", "torch.arch", "--format", "json",
+                   "--nvml-fixture", H200, *extra, env={"PREFLIGHT_CACHE_DIR": str(cache)})
+
+
+def test_a_rewritten_torch_arch_entry_cannot_turn_a_failure_into_a_pass(tmp_path, fake_env):
+    env = fake_env()
+    env.add_torch(version="2.5.1+cu118", cuda="11.8", arch_flags="sm_50 sm_60 sm_70 sm_75 sm_80 sm_86")
+    cache = tmp_path / "cache"
+    first = _arch_check(env, cache)
+    assert json.loads(first.stdout)["results"][0]["status"] == "fail", first.stdout  # no sm_90 for the H200
+    path = cache / "torch-arch-flags.json"
+    entries = json.loads(path.read_text())
+    (key, entry), = entries.items()
+    for forged in ({key: dict(entry, flags=entry["flags"] + ["sm_90"])},  # the hash no longer fits
+                   {key: ["sm_90"]},  # the old format
+                   {key.replace(env.python, "/usr/bin/python3"): dict(entry, flags=["sm_90"])}):  # another key
+        path.write_text(json.dumps(forged))
+        again = _arch_check(env, cache)
+        assert json.loads(again.stdout)["results"][0]["status"] == "fail", (forged, again.stdout)
+
+
+def test_the_torch_arch_entry_is_keyed_by_the_interpreter_and_torch_files(tmp_path, fake_env):
+    from preflight.probes import torch_arch
+
+    env = fake_env()
+    env.add_torch()
+    location = str(env.site / "torch")
+    facts = {"location": location, "version": "2.11.0", "extension": {"size": 64, "mtime_ns": 1}}
+    key = torch_arch.cache_key(facts, env.python)
+    assert os.path.realpath(env.python) in key and torch_arch.cache_key(facts, "/usr/bin/python3") != key
+    time.sleep(0.01)
+    (env.site / "torch" / "version.py").write_text("__version__ = '2.11.0'\ncuda = '13.0'\n")  # reinstalled
+    assert torch_arch.cache_key(facts, env.python) != key
+
+
+def test_a_cache_folder_owned_by_someone_else_turns_caching_off_with_one_warning(tmp_path, fake_env):
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("a folder owned by another user needs root to make (CI runs as root)")
+    env = fake_env()
+    env.add_torch(import_log=tmp_path / "imports.log")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    os.chown(str(cache), OTHER, OTHER)
+    first = _arch_check(env, cache)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.count("not using the cache folder") == 1 and "belongs to user 65534" in first.stderr
+    assert os.listdir(str(cache)) == []
+    _arch_check(env, cache)
+    assert len((tmp_path / "imports.log").read_text().split()) == 2  # nothing cached: asked twice
+
+
+def test_a_cache_folder_that_is_a_link_is_not_used(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "cache"
+    link.symlink_to(real)
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, env={"PREFLIGHT_CACHE_DIR": str(link)})
+    assert completed.returncode == 0 and "it is a symbolic link; caching is off" in completed.stderr
+    assert os.listdir(str(real)) == []
+
+
+def test_a_cache_folder_of_ours_that_others_can_read_is_made_private(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cache.chmod(0o777)
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, env={"PREFLIGHT_CACHE_DIR": str(cache)})
+    assert completed.returncode == 0 and "not using the cache" not in completed.stderr
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700 and os.listdir(str(cache)) == ["rules"]
