@@ -30,6 +30,7 @@ import zlib
 from typing import Any, Callable, Dict, Optional
 
 _FORMAT = "toml-json/1"
+_CANNOT_CREATE = "cannot create it"
 _checked: Dict[str, Optional[str]] = {}  # folder -> None when usable, else why not (told once)
 
 
@@ -47,7 +48,7 @@ def usable_dir() -> Optional[str]:
     folder = cache_dir()
     if folder not in _checked:
         _checked[folder] = _problem(folder)
-        if _checked[folder]:
+        if _checked[folder] and not _checked[folder].startswith(_CANNOT_CREATE):  # no home folder: only slower
             try:
                 sys.stderr.write("preflight: warning: not using the cache folder %s: %s; caching is off (set "
                                  "PREFLIGHT_CACHE_DIR to a folder of your own)\n" % (folder, _checked[folder]))
@@ -61,7 +62,7 @@ def _problem(folder: str) -> Optional[str]:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         info = os.lstat(folder)
     except OSError as exc:
-        return "cannot create it: %s" % (exc.strerror or exc)
+        return "%s: %s" % (_CANNOT_CREATE, exc.strerror or exc)
     if stat.S_ISLNK(info.st_mode):
         return "it is a symbolic link"
     if not stat.S_ISDIR(info.st_mode):

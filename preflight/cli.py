@@ -150,7 +150,8 @@ WORKLOAD = [
     click.option("--max-objects", type=int, metavar="N", help=MAX_OBJECTS_HELP),
 ]
 OUTPUT = click.option("--output", metavar="FILE", help="Write to FILE instead of standard output ('-'): a regular "
-                      "file is replaced atomically (links are followed); a device or pipe is written in place.")
+                      "file is replaced atomically (a link is followed and kept, unless it lies in a folder others can write "
+                      "and neither root nor you own it); a device or pipe is written in place.")
 
 
 def _names(declarations) -> List[str]:

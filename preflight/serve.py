@@ -13,6 +13,7 @@ lock, so a check whose probe hangs never holds one up: the previous result is se
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,7 +39,8 @@ class Latest:
 
 
 class Checker(threading.Thread):
-    """Runs ``check`` now and then every ``interval`` seconds after the previous one finished."""
+    """Runs ``check`` now and then every ``interval`` seconds after the previous one finished; ``now()`` starts
+    the next one at once (SIGHUP: the site configuration and rule files are read again by every check)."""
 
     def __init__(self, check: Callable[[], Report], interval: float, latest: Latest,
                  after: Optional[Callable[[Report], None]] = None) -> None:
@@ -48,6 +50,10 @@ class Checker(threading.Thread):
         self.latest = latest
         self.after = after
         self.stopping = threading.Event()
+        self.wake = threading.Event()
+
+    def now(self) -> None:
+        self.wake.set()
 
     def run(self) -> None:
         while not self.stopping.is_set():
@@ -74,7 +80,8 @@ class Checker(threading.Thread):
 
                     sys.stderr.write("preflight serve: after the check: %s\n" % exc)
                     sys.stderr.flush()
-            self.stopping.wait(self.interval)
+            self.wake.wait(self.interval)
+            self.wake.clear()
 
 
 def _age(finished: Optional[float]) -> str:
@@ -132,11 +139,44 @@ ROUTES = {"/healthz": (healthz, "text/plain; charset=utf-8"),
           "/report": (report_json, "application/json")}
 
 
-def make_server(host: str, port: int, latest: Latest) -> ThreadingHTTPServer:
+# Connections are handled by at most this many threads at once; more wait in the listen backlog, which is sized
+# for a scrape fleet (the kernel caps it at net.core.somaxconn). A connection that sends nothing for
+# READ_TIMEOUT seconds is closed, so half-sent requests cannot hold the threads.
+MAX_CONNECTION_THREADS = 128
+LISTEN_BACKLOG = 1024
+READ_TIMEOUT = 5.0
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+    def __init__(self, address, handler, threads: int) -> None:
+        self.slots = threading.BoundedSemaphore(threads)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address) -> None:
+        self.slots.acquire()  # at the limit, accepting waits here and new connections queue in the backlog
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def make_server(host: str, port: int, latest: Latest, threads: int = MAX_CONNECTION_THREADS,
+                read_timeout: float = READ_TIMEOUT) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         server_version = "preflight"
+        timeout = read_timeout  # per connection: a client that stops sending is dropped
 
-        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        def _answer(self, with_body: bool) -> None:
             route = ROUTES.get(self.path.split("?", 1)[0])
             if route is None:
                 status, body, kind = 404, "not found: try /healthz, /metrics or /report\n", "text/plain; charset=utf-8"
@@ -149,11 +189,21 @@ def make_server(host: str, port: int, latest: Latest) -> ThreadingHTTPServer:
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
-            self.wfile.write(data)
+            if with_body:
+                self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+            self._answer(True)
+
+        def do_HEAD(self) -> None:  # noqa: N802 - as GET, without the body (load balancers and probes use it)
+            self._answer(False)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: probes call it every few seconds
             pass
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class Server(_Server):
+        address_family = family
+
+    return Server((host, port), Handler, threads)

@@ -94,11 +94,17 @@ def parse_duration(text) -> float:
 MAX_GPU_COUNT = 1024
 
 
+def quoted(value, limit: int = 60) -> str:
+    """``repr(value)`` for a message, cut when absurdly long (a 5,000-digit "number" is not echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else "%s... (%d characters)" % (text[:limit], len(str(value)))
+
+
 def parse_gpu_count(text) -> str:
     """``auto`` or a GPU count (``"8"``), normalised; ValueError for anything else (``-1``, ``two``, ``1.5``)."""
     value = str(text).strip().lower()
     if value == "auto":
         return value
-    if value.isascii() and value.isdigit() and int(value) <= MAX_GPU_COUNT:
+    if value.isascii() and value.isdigit() and len(value) <= 6 and int(value) <= MAX_GPU_COUNT:
         return str(int(value))
-    raise ValueError("must be a GPU count (0 to %d) or 'auto', got %r" % (MAX_GPU_COUNT, text))
+    raise ValueError("must be a GPU count (0 to %d) or 'auto', got %s" % (MAX_GPU_COUNT, quoted(text)))

@@ -26,6 +26,44 @@ import venv
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIV = "shiv==1.0.8"
 
+# The file's own __main__.py, in place of shiv's: shiv's bootstrap unpacks the file under SHIV_ROOT (default
+# ~/.shiv) before preflight runs, and where that folder cannot be made (a read-only or missing HOME, as for
+# service users) it dies with a traceback and exit 1, which means "checks failed". Say what and how, exit 2.
+MAIN = """# -*- coding: utf-8 -*-
+import sys
+
+try:
+    import _bootstrap
+
+    _bootstrap.bootstrap()
+except OSError as exc:  # preflight itself never lets an OSError out: this is the unpacking
+    import os
+
+    root = os.environ.get("SHIV_ROOT") or os.path.join(os.path.expanduser("~"), ".shiv")
+    sys.stderr.write("preflight: error: the single-file preflight cannot unpack itself under %s: %s\\n"
+                     "  hint: set SHIV_ROOT to a folder this user can write, e.g. "
+                     "SHIV_ROOT=/tmp/preflight-$(id -u) %s %s ...\\n" % (root, exc.strerror or exc,
+                                                             os.path.basename(sys.executable), sys.argv[0]))
+    sys.exit(2)
+"""
+
+
+def replace_main(path: str) -> None:
+    """Rewrite the zipapp with MAIN as its __main__.py, keeping the shebang, every other entry and the dates."""
+    import zipfile
+
+    with open(path, "rb") as handle:
+        shebang = handle.readline()
+    temporary = path + ".tmp"
+    with zipfile.ZipFile(path) as source, open(temporary, "wb") as out:
+        out.write(shebang)
+        with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as target:
+            for info in source.infolist():
+                data = MAIN.encode("utf-8") if info.filename == "__main__.py" else source.read(info)
+                target.writestr(info, data)
+    os.chmod(temporary, 0o755)
+    os.replace(temporary, path)
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -43,6 +81,7 @@ def main() -> int:
                         "--entry-point", "preflight.cli:main", "--python", "/usr/bin/env python3",
                         ROOT, "tomli>=1.1", "--disable-pip-version-check", "--quiet"],
                        check=True, env=env, cwd=work)
+    replace_main(args.output)
     size = os.path.getsize(args.output) / 1e6
     print("built %s (%.1f MB) with Python %d.%d" % (args.output, size, sys.version_info[0], sys.version_info[1]))
     return 0

@@ -227,10 +227,15 @@ def test_devices_pipes_and_odd_reports_never_hang_or_crash_the_run(tmp_path):
 
     os.mkfifo(str(tmp_path / "pipe.json"))  # nobody writes to it: reading it would wait forever
     (tmp_path / "odd.json").write_text(json.dumps({
-        "schema": "preflight.report/1", "ok": True, "host": 5, "results": [{"id": "x", "status": "pass"}, 3],
+        "schema": "preflight.report/1", "ok": True, "host": None,
+        "results": [{"id": "x", "title": "x", "status": "pass", "severity": "error", "subject": "system",
+                     "message": "fine", "fix": None}],
         "inventory": {"driver": "580", "gpus": [1, {"name": 7}], "torch": [1]}}))
+    (tmp_path / "wrong.json").write_text(json.dumps({
+        "schema": "preflight.report/1", "ok": True, "host": 5, "results": [{"id": "x", "status": "pass"}, 3]}))
     document = json.loads(fleet(str(tmp_path), "/dev/zero", "--format", "json", code=0).stdout)
     reasons = {u["path"].rsplit("/", 1)[-1]: u["reason"] for u in document["unreadable"]}
     assert reasons["pipe.json"].startswith("not a regular file") and reasons["zero"].startswith("not a regular file")
+    assert reasons["wrong.json"] == "a preflight.report/1 of the wrong shape: 'host' must be a string"
     [node] = document["nodes"]
     assert node["node"] == "odd" and node["inventory"]["driver"] == "none" and node["inventory"]["gpu_count"] == "1"

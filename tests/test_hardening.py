@@ -263,3 +263,53 @@ def test_a_replay_without_nvidia_ml_py_reports_it_as_the_live_path_does(tmp_path
     bad.write_text("{}")
     completed = run_cli("check", "--nvml-fixture", str(bad), env={"PYTHONPATH": str(blocked)})
     assert completed.returncode == 2 and "'format' must be" in completed.stderr
+
+
+# --- second round: malformed reports, odd values, no internal errors --------------------------------------
+
+@pytest.mark.parametrize("spoil, problem", [
+    (lambda r: r["results"][0].update(fix="drain it"), "results[0].fix must be null or an object"),
+    (lambda r: r["results"][0].update(fix={"title": "t", "steps": 3, "commands": []}), "results[0].fix must be"),
+    (lambda r: r["results"][0].update(status="broken"), "results[0].status must be one of"),
+    (lambda r: r["results"][0].pop("status"), "results[0].status must be one of"),
+    (lambda r: r["results"][0].update(severity=None), "results[0].severity must be one of"),
+    (lambda r: r["results"].append(7), "must be an object"),
+    (lambda r: r.pop("ok"), "'ok' must be true or false"),
+    (lambda r: r.update(inventory=[1]), "'inventory' must be an object"),
+])
+def test_one_malformed_report_is_listed_and_the_fleet_goes_on(tmp_path, spoil, problem):
+    good = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--format", "json").stdout
+    (tmp_path / "good.json").write_text(good)
+    bad = json.loads(run_cli("check", "--profile", "node", "--nvml-fixture",
+                             nvml_fixture("2x-a100-40g-driver550-ecc.json"), "--format", "json").stdout)
+    spoil(bad)
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    for output_format in ("json", "text", "html", "csv", "markdown"):
+        completed = run_cli("fleet", str(tmp_path), "--format", output_format)
+        assert completed.returncode == 0, (output_format, completed.stderr)  # the one node read is OK
+    document = json.loads(run_cli("fleet", str(tmp_path), "--format", "json").stdout)
+    assert document["summary"]["nodes"] == 1 and document["summary"]["unreadable"] == 1
+    assert problem in document["unreadable"][0]["reason"], document["unreadable"]
+
+
+def test_nfd_with_an_unknown_memory_total_is_not_an_internal_error(tmp_path):
+    facts = json.loads((Path(__file__).parent / "fixtures" / "reference-facts.json").read_text())
+    facts["nvml"]["gpus"][0]["memory"]["total"] = None
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(facts))
+    completed = run_cli("check", "--facts", str(path), "--profile", "node", "--format", "nfd")
+    assert completed.returncode in (0, 1), completed.stderr
+    assert "preflight.ready=" in completed.stdout and "preflight.gpu.memory=" not in completed.stdout
+
+
+def test_absurd_numbers_in_variables_and_options_are_clear(tmp_path):
+    digits = "7" * 5000
+    visible = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--format", "json",
+                      env={"CUDA_VISIBLE_DEVICES": digits})
+    assert visible.returncode == 1, visible.stderr  # names no GPU: CUDA would see none
+    assert "internal error" not in visible.stderr
+    for args in (["--expect-gpus", digits], ["--set", "gpu.count.min=" + digits],
+                 ["--set", "driver.version.min=1." + digits]):
+        completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, *args)
+        assert completed.returncode == 2 and "internal error" not in completed.stderr, completed.stderr
+        assert len(completed.stderr) < 600 and "characters)" in completed.stderr, completed.stderr

@@ -204,3 +204,84 @@ def test_a_side_output_that_cannot_be_written_is_said_and_serving_goes_on(served
     assert server.get("/healthz")[0] == 200
     assert server.stop() == 0
     assert "preflight serve: after the check: --output" in server.said and "does not exist" in server.said
+
+
+# --- bounded under load and abuse (the red team's cases) -----------------------------------------------
+
+def _threads(pid: int) -> int:
+    with open("/proc/%d/status" % pid) as status:
+        return int([line for line in status if line.startswith("Threads:")][0].split()[1])
+
+
+def _raw(base: str, request: bytes, timeout: float = 30.0) -> bytes:
+    import socket
+
+    host, port = base.split("//")[1].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+        connection.sendall(request)
+        data = b""
+        while True:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+
+
+def test_half_sent_requests_hold_a_bounded_number_of_threads_and_are_dropped(served):
+    import socket
+
+    from preflight import serve
+
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h")
+    server.wait_for_check()
+    host, port = server.base.split("//")[1].rsplit(":", 1)
+    held = []
+    for _ in range(400):
+        connection = socket.create_connection((host, int(port)), timeout=10)
+        connection.sendall(b"GET /metr")  # and never the rest
+        held.append(connection)
+    time.sleep(1.0)
+    assert _threads(server.process.pid) <= serve.MAX_CONNECTION_THREADS + 8
+    # After the read timeout the held connections are closed and the server answers again.
+    assert _raw(server.base, b"GET /healthz HTTP/1.0\r\n\r\n", timeout=60).startswith(b"HTTP/1.0 200")
+    closed = 0
+    for connection in held:
+        connection.settimeout(30)
+        try:
+            closed += connection.recv(1) == b""
+        except OSError:
+            closed += 1
+        connection.close()
+    assert closed == len(held)
+
+
+def test_a_thousand_concurrent_scrapes_are_all_answered(served):
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h")
+    server.wait_for_check()
+    with ThreadPoolExecutor(max_workers=1000) as pool:
+        answers = list(pool.map(lambda _: _raw(server.base, b"GET /metrics HTTP/1.0\r\n\r\n", 60), range(1000)))
+    assert all(answer.startswith(b"HTTP/1.0 200") for answer in answers)
+
+
+def test_head_is_answered_like_get_without_a_body(served):
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h")
+    server.wait_for_check()
+    answer = _raw(server.base, b"HEAD /healthz HTTP/1.0\r\n\r\n")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200") and b"Content-Length: " in head and body == b""
+
+
+def test_sighup_checks_again_and_does_not_stop_the_server(served, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[defaults]\nset = ["gpu.count.min=1"]\n')
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h", "--config", str(config))
+    server.wait_for_check()
+    assert server.get("/healthz")[0] == 200
+    config.write_text('[defaults]\nset = ["gpu.count.min=2"]\n')  # the site now wants two GPUs
+    server.process.send_signal(signal.SIGHUP)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and server.get("/healthz")[0] == 200:
+        time.sleep(0.1)
+    status, body, _ = server.get("/healthz")
+    assert status == 503 and "gpu.count" in body and server.process.poll() is None
+    assert server.stop() == 0 and "SIGHUP: checking now" in server.said

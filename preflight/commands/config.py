@@ -81,4 +81,6 @@ def _text(path, here: site_config.Target, rows, sections, problems=()) -> str:
             lines.append("%s (%s): %s" % (section.name, where, "applies" if not why_not else "does not apply: " + why_not))
     for problem in problems:
         lines += ["", "PROBLEM: %s" % problem]
-    return "\n".join(lines)
+    from preflight.render.blocks import printable
+
+    return "\n".join(printable(line) for line in lines)  # values from the file and the machine, shown as text

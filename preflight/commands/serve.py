@@ -56,11 +56,19 @@ def main(options: CheckOptions, listen: str, interval: float, nfd_output: Option
 
     def stop(signum, frame) -> None:
         stopped.set()
+        checker.now()  # out of its wait
         threading.Thread(target=server.shutdown, daemon=True).start()  # shutdown() waits for serve_forever
 
-    for name in ("SIGTERM", "SIGINT", "SIGHUP"):
+    def reload(signum, frame) -> None:
+        sys.stderr.write("preflight serve: SIGHUP: checking now, with the site configuration and rules read again\n")
+        sys.stderr.flush()
+        checker.now()
+
+    for name in ("SIGTERM", "SIGINT"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), stop)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, reload)
     bound_host, bound_port = server.server_address[:2]
     sys.stderr.write("preflight serve: listening on http://%s:%d (/healthz, /metrics, /report); checking every "
                      "%.0f s\n" % (bound_host, bound_port, interval))
@@ -70,6 +78,7 @@ def main(options: CheckOptions, listen: str, interval: float, nfd_output: Option
         server.serve_forever(poll_interval=0.2)
     finally:
         checker.stopping.set()
+        checker.now()
         server.server_close()
     sys.stderr.write("preflight serve: stopped\n")
     return ExitCode.OK

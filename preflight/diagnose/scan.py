@@ -27,6 +27,7 @@ WINDOW = 2000           # bytes of context kept either side of a match in a huge
 EXCERPT = 400           # characters of a matching line shown to the user
 TAIL_BYTES = 256 << 10
 TAIL_LINE = 4096        # bytes of one tail line looked at for error words
+TAIL_TRIES = 64         # places of one anchor tried in each form of the forgiving pass over the tail
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
 # "Error\b" finds the same lines as "[A-Za-z]*Error\b" in linear time (the prefix could be empty anyway).
 _ERRORISH = re.compile(r"Traceback|Error\b|Exception|\bFAILED\b|\bfailed\b|\bFatal\b|\bfatal\b|\bKilled\b|"
@@ -66,6 +67,7 @@ class ScanResult:
         self.bytes = 0
         self.tail = b""
         self.tail_first_line = 1  # line number of the first complete line in ``tail``
+        self.examined = 0  # bytes patterns were tried on (both passes): linear in the log's size
 
     def error_lines(self, most: int = 8) -> List[Tuple[int, str]]:
         """The last error-looking lines of the log, with their line numbers."""
@@ -166,7 +168,12 @@ class Scanner:
         (``nvml error: driver/library version mismatch``), typographic quotes and markdown emphasis normalized,
         and lines joined without and with a space at each break, for a message a terminal or a forum wrapped
         over two lines ("Bus" / "error", "unsatisfied condi" / "tion"). The end is where a crash speaks, and
-        it keeps this pass bounded whatever the log's size."""
+        it keeps this pass bounded whatever the log's size.
+
+        Linear, however often an anchor repeats: each line is tried once per anchor (a long line only around
+        the anchor, windows moving on by at least WINDOW/4), a joined window only where a line break is near
+        the anchor (elsewhere joining changes nothing), and only the last TAIL_TRIES places of each anchor in
+        each form are tried (the newest, where the crash is)."""
         if self.keys is None or not result.tail:
             return
         import bisect
@@ -176,23 +183,42 @@ class Scanner:
         shifted = [position - count for count, position in enumerate(breaks)]  # where each break was, joined
         for glue in (None, b"", b" "):
             joined = text if glue is None else text.replace(b"\n", glue)
+            places: Dict[bytes, Deque[Tuple[int, int, int]]] = {}  # key -> (start, stop, original position)
+            moved_on: Dict[bytes, int] = {}
             for found in self.keys.finditer(joined.lower()):
-                candidates = [c for c in self.by_key[found.group(0)] if c[0].id not in result.hits]
-                if not candidates:
-                    continue
-                if glue is None:  # one line, as it is
+                key = found.group(0)
+                if found.start() < moved_on.get(key, -1):
+                    continue  # inside the window tried for an earlier place of this anchor
+                if glue is None:  # one line, as it is; a long line only around the anchor
                     start = joined.rfind(b"\n", 0, found.start()) + 1
                     stop = joined.find(b"\n", found.end())
-                    window = clean(joined[start:stop if stop != -1 else len(joined)][:MAX_LINE])
+                    stop = len(joined) if stop == -1 else stop
+                    if stop - start > 2 * WINDOW:
+                        start, stop = max(start, found.start() - WINDOW), min(stop, found.end() + WINDOW)
+                        moved_on[key] = found.end() + WINDOW // 2
+                    else:
+                        moved_on[key] = stop
                     original = found.start()
                 else:
-                    window = clean(joined[max(0, found.start() - WINDOW // 4):found.end() + WINDOW // 4])
                     original = found.start() + (bisect.bisect_right(shifted, found.start()) if not glue else 0)
-                line = result.tail_first_line + bisect.bisect_left(breaks, original)
-                for failure, pattern in candidates:
-                    groups = pattern.match(window)
-                    if groups is not None and failure.id not in result.hits:
-                        result.hits[failure.id] = Hit(failure, line, _shorten(window.strip()), groups)
+                    near = bisect.bisect_left(breaks, original - WINDOW // 4)
+                    if near >= len(breaks) or breaks[near] > original + WINDOW // 4:
+                        continue  # no line break nearby: joining changes nothing here
+                    start, stop = max(0, found.start() - WINDOW // 2), found.end() + WINDOW // 2
+                    moved_on[key] = found.end() + WINDOW // 4
+                places.setdefault(key, deque(maxlen=TAIL_TRIES)).append((start, stop, original))
+            for key, tried in places.items():
+                for start, stop, original in tried:
+                    candidates = [c for c in self.by_key[key] if c[0].id not in result.hits]
+                    if not candidates:
+                        break
+                    window = clean(joined[start:stop])
+                    result.examined += stop - start
+                    line = result.tail_first_line + bisect.bisect_left(breaks, original)
+                    for failure, pattern in candidates:
+                        groups = pattern.match(window)
+                        if groups is not None and failure.id not in result.hits:
+                            result.hits[failure.id] = Hit(failure, line, _shorten(window.strip()), groups)
 
     def _search(self, buffer: bytes, end: int, line_base: int, result: ScanResult) -> None:
         if self.anchors is None:
@@ -219,6 +245,7 @@ class Scanner:
                 position = max(found.end(), stop - WINDOW // 2)
             else:
                 position = stop + 1
+            result.examined += stop - start
             self._match_line(buffer[start:stop], line, result)
             if position >= end:
                 return

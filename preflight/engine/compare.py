@@ -79,23 +79,29 @@ class Param(NamedTuple):
 # --- parameter parsers ------------------------------------------------------------
 
 def _version(raw: Any) -> Version:
+    from preflight.units import quoted
+
     if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
-        raise ValueError("expected a version such as 535 or 12.4, got %r" % (raw,))
+        raise ValueError("expected a version such as 535 or 12.4, got %s" % quoted(raw))
+    if len(str(raw)) > 64:
+        raise ValueError("%s is too long to be a version" % quoted(raw))
     try:
         return Version(str(raw))
-    except InvalidVersion:
-        raise ValueError("%r is not a version" % (raw,))
+    except (InvalidVersion, ValueError):
+        raise ValueError("%s is not a version" % quoted(raw))
 
 
 def _number(raw: Any) -> float:
+    from preflight.units import quoted
+
     if isinstance(raw, bool):
-        raise ValueError("expected a number, got %r" % (raw,))
+        raise ValueError("expected a number, got %s" % quoted(raw))
     try:
         number = float(raw)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError("expected a number, got %r" % (raw,))
+        raise ValueError("expected a number, got %s" % quoted(raw))
     if math.isnan(number) or math.isinf(number):
-        raise ValueError("expected a finite number, got %r" % (raw,))
+        raise ValueError("expected a finite number, got %s" % quoted(raw))
     return number
 
 

@@ -52,23 +52,24 @@ def parse_settings(ruleset: RuleSet, settings: List[str], profile: Optional[str]
     parsed: Dict[str, Dict[str, str]] = {}
     for item in settings:
         target, equals, value = item.partition("=")
+        shown = item if len(item) <= 120 else "%s... (%d characters)" % (item[:120], len(item))
         rule_id, dot, key = target.strip().rpartition(".")
         if not equals or not dot or not rule_id or not key:
-            raise SelectionError("--set %s: expected RULE.KEY=VALUE" % item, "for example: --set driver.version.min=535")
+            raise SelectionError("--set %s: expected RULE.KEY=VALUE" % shown, "for example: --set driver.version.min=535")
         rule = ruleset.get(rule_id)  # raises with suggestions
         settable = [k for k in rule.comparison.params if k != "packages"] + ["severity"]
         if key not in settable:
-            raise SelectionError("--set %s: rule '%s' has no setting '%s'" % (item, rule_id, key),
+            raise SelectionError("--set %s: rule '%s' has no setting '%s'" % (shown, rule_id, key),
                                  "settings of %s: %s" % (rule_id, ", ".join(settable)))
         value = value.strip()
         if key == "severity" and value not in SEVERITIES:
-            raise SelectionError("--set %s: severity must be one of %s" % (item, ", ".join(SEVERITIES)))
+            raise SelectionError("--set %s: severity must be one of %s" % (shown, ", ".join(SEVERITIES)))
         merged = dict(parsed.get(rule_id, {}), **{key: value})
         for one_profile in ([profile] if profile else [None]):
             try:
                 rule.resolve(one_profile, merged)
             except ValueError as exc:
-                raise SelectionError("--set %s: %s" % (item, exc))
+                raise SelectionError("--set %s: %s" % (shown, exc))
         parsed[rule_id] = merged
     return parsed
 

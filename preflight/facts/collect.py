@@ -183,9 +183,10 @@ def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
     if "kernel_log" in probes:
         from preflight.probes import kernel_log
 
-        if options.kernel_log:  # read here, not in the thread: a missing file is the user's error (exit 2)
-            captured = kernel_log.probe(options.kernel_log)
-            plan["kernel_log"] = lambda: captured
+        if options.kernel_log:  # opened here (a missing file is the user's error, exit 2), read under the deadline
+            descriptor = kernel_log.open_captured(options.kernel_log)
+            deadline = time.monotonic() + remaining()
+            plan["kernel_log"] = lambda: kernel_log.read_captured(descriptor, options.kernel_log, deadline)
         elif options.nvml_fixture or options.nvml_binding is not None:
             # This machine's log says nothing about a replayed one.
             plan["kernel_log"] = lambda: kernel_log.not_recorded()

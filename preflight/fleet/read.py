@@ -65,9 +65,51 @@ def read(path: str) -> Union[Document, Unreadable]:
         return Unreadable(path, "not JSON (%s)" % str(exc).split(":")[0])
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema == "preflight.report/1":
-        if not isinstance(data.get("results"), list):
-            return Unreadable(path, "a preflight.report/1 without a results list")
+        problem = report_problem(data)
+        if problem:
+            return Unreadable(path, "a preflight.report/1 of the wrong shape: %s" % problem)
         return Document(path, "report", data)
     if schema == "preflight.facts/1":
         return Document(path, "facts", data)
     return Unreadable(path, "neither a preflight report nor a facts snapshot (schema %r)" % (schema,))
+
+
+_STATUSES = ("pass", "fail", "warn", "skip", "error")
+_SEVERITIES = ("error", "warning", "info")
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def report_problem(data: Dict[str, Any]) -> str:
+    """What is wrong with a report read from disk, in the parts the fleet uses ("" when nothing): a file another
+    tool or an older preflight wrote, or one damaged by hand, is listed as unreadable, never a crash."""
+    if not isinstance(data.get("ok"), bool):
+        return "'ok' must be true or false"
+    for key in ("host", "collected_at"):
+        if data.get(key) is not None and not isinstance(data.get(key), str):
+            return "'%s' must be a string" % key
+    if data.get("inventory") is not None and not isinstance(data.get("inventory"), dict):
+        return "'inventory' must be an object"
+    results = data.get("results")
+    if not isinstance(results, list):
+        return "'results' must be a list"
+    for index, result in enumerate(results):
+        where = "results[%d]" % index
+        if not isinstance(result, dict):
+            return "%s must be an object" % where
+        for key in ("id", "subject", "message"):
+            if not isinstance(result.get(key), str) or (key == "id" and not result[key]):
+                return "%s.%s must be a string" % (where, key)
+        if result.get("title") is not None and not isinstance(result.get("title"), str):
+            return "%s.title must be a string" % where
+        if result.get("status") not in _STATUSES:
+            return "%s.status must be one of %s, found %r" % (where, ", ".join(_STATUSES), result.get("status"))
+        if result.get("severity") not in _SEVERITIES:
+            return "%s.severity must be one of %s, found %r" % (where, ", ".join(_SEVERITIES), result.get("severity"))
+        fix = result.get("fix")
+        if fix is not None and not (isinstance(fix, dict) and isinstance(fix.get("title"), str)
+                                    and _strings(fix.get("steps", [])) and _strings(fix.get("commands", []))):
+            return "%s.fix must be null or an object with a title, steps and commands (strings)" % where
+    return ""

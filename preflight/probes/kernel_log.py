@@ -64,7 +64,7 @@ def normal_pci(address: str) -> str:
 def probe(path: Optional[str] = None, timeout: float = 5.0) -> Dict[str, Any]:
     deadline = time.monotonic() + timeout
     if path:
-        return _from_file(path)
+        return read_captured(open_captured(path), path, deadline)
     reasons = []
     for source, read in ((KMSG, _kmsg), ("journalctl -k -b", _journalctl), ("dmesg", _dmesg)):
         left = deadline - time.monotonic()
@@ -100,33 +100,73 @@ def _events(lines: Iterable[str], source: str) -> Dict[str, Any]:
     return {"readable": True, "source": source, "reason": None, "events": list(kept), "truncated": seen > MAX_EVENTS}
 
 
-MAX_LINE = 64 << 10  # a kernel log line is short; longer "lines" (a binary file, /dev/zero) are read in pieces
+MAX_LINE = 64 << 10  # a kernel log line is short; longer "lines" (a binary file, /dev/zero) are cut in pieces
+_CHUNK = 1 << 16
+_HINT = "a kernel log captured with dmesg, journalctl -k or from /var/log/kern.log"
 
 
-def _from_file(path: str) -> Dict[str, Any]:
-    """A captured log, read line by line up to MAX_FILE_BYTES (a pipe such as <(journalctl -k) works too)."""
+def open_captured(path: str) -> int:
+    """Open --kernel-log without blocking (a FIFO with no writer would block ``open`` itself): a missing file or a
+    folder is the user's error (exit 2), said at once; the reading is the probe's, under the deadline."""
     from preflight.errors import PreflightError
 
-    hint = "a kernel log captured with dmesg, journalctl -k or from /var/log/kern.log"
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
-        raise PreflightError("--kernel-log %s: %s" % (path, exc.strerror or exc), hint)
     if os.path.isdir(path):
-        handle.close()
-        raise PreflightError("--kernel-log %s: is a folder" % path, hint)
+        raise PreflightError("--kernel-log %s: is a folder" % path, _HINT)
+    try:
+        return os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise PreflightError("--kernel-log %s: %s" % (path, exc.strerror or exc), _HINT)
+
+
+def read_captured(descriptor: int, path: str, deadline: float) -> Dict[str, Any]:
+    """A captured log, read line by line up to MAX_FILE_BYTES and until the deadline: a file, a pipe such as
+    <(journalctl -k), a FIFO (waited for until a writer has written and closed it). Past the deadline the probe
+    times out like any other (the Xid rules then say the log was not read)."""
+    import select
+    import stat
+
+    from preflight.errors import ProbeTimeout
+
+    started = time.monotonic()
+    fifo = stat.S_ISFIFO(os.fstat(descriptor).st_mode)
+    seen_data = False
 
     def lines() -> Iterable[str]:
-        read = 0
-        with handle:
-            while read < MAX_FILE_BYTES:
-                line = handle.readline(MAX_LINE)
-                if not line:
-                    return
-                read += len(line)
-                yield line.decode("utf-8", "replace")
+        nonlocal seen_data
+        read, partial = 0, b""
+        while read < MAX_FILE_BYTES:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ProbeTimeout("--kernel-log %s: still reading at the deadline (--timeout)" % path,
+                                   time.monotonic() - started)
+            ready, _, _ = select.select([descriptor], [], [], min(left, 0.25))
+            if not ready:
+                continue
+            try:
+                chunk = os.read(descriptor, min(_CHUNK, MAX_FILE_BYTES - read))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                if fifo and not seen_data:  # no writer yet: wait for one, within the deadline
+                    time.sleep(0.01)
+                    continue
+                break
+            seen_data = True
+            read += len(chunk)
+            pieces = (partial + chunk).split(b"\n")
+            partial = pieces.pop()
+            for piece in pieces:
+                yield piece[:MAX_LINE].decode("utf-8", "replace")
+            while len(partial) > MAX_LINE:  # no newline for a long stretch: a binary file
+                yield partial[:MAX_LINE].decode("utf-8", "replace")
+                partial = partial[MAX_LINE:]
+        if partial:
+            yield partial.decode("utf-8", "replace")
 
-    return _events(lines(), "file:%s" % path)
+    try:
+        return _events(lines(), "file:%s" % path)
+    finally:
+        os.close(descriptor)
 
 
 def _kmsg(deadline: float) -> List[str]:

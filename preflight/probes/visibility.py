@@ -79,7 +79,7 @@ def _finish(result: Dict[str, Any]) -> Dict[str, Any]:
 
 def _match(entry: str, ordered: List[Dict[str, Any]], result: Dict[str, Any], notes: List[str]) -> Optional[int]:
     if entry.isascii() and entry.isdigit():  # CUDA reads ASCII digits only: "²" names no device
-        position = int(entry)
+        position = int(entry) if len(entry) <= 9 else len(ordered)  # 5,000 digits name no device either
         return ordered[position]["index"] if position < len(ordered) else None
     upper = entry.upper()
     if upper.startswith("MIG-"):

@@ -9,7 +9,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from preflight.fleet.aggregate import DRIFT_KEYS, DRIFT_WORDS, MAX_NAMES, SCHEMA, Fleet
-from preflight.render.blocks import width, wrap
+from preflight.render.blocks import csv_cell, markdown_text, printable, width, wrap
 
 
 def render(fleet: Fleet, name: str, baseline: Optional[str] = None,
@@ -48,15 +48,15 @@ def as_csv(fleet: Fleet) -> str:
     for node in fleet.nodes:
         failing = sorted({p.rule for p in node.problems if p.status in ("fail", "error") and p.severity == "error"})
         warning = sorted({p.rule for p in node.problems} - set(failing))
-        writer.writerow([node.name, node.state, " ".join(failing), " ".join(warning)]
-                        + [node.drift.get(key, "") for key in DRIFT_KEYS] + [node.source])
+        writer.writerow([csv_cell(cell) for cell in [node.name, node.state, " ".join(failing), " ".join(warning)]
+                         + [node.drift.get(key, "") for key in DRIFT_KEYS] + [node.source]])
     for path, reason in fleet.unreadable:
-        writer.writerow([path, "unreadable", "", reason] + [""] * len(DRIFT_KEYS) + [path])
+        writer.writerow([csv_cell(cell) for cell in [path, "unreadable", "", reason] + [""] * len(DRIFT_KEYS) + [path]])
     return out.getvalue()
 
 
-def _names(nodes: List[str]) -> str:
-    shown = ", ".join(nodes[:MAX_NAMES])
+def _names(nodes: List[str], v=str) -> str:
+    shown = ", ".join(v(node) for node in nodes[:MAX_NAMES])
     return shown + (" and %d more" % (len(nodes) - MAX_NAMES) if len(nodes) > MAX_NAMES else "")
 
 
@@ -72,7 +72,7 @@ def as_text(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[s
         stripped = line.lstrip()
         indent = line[:len(line) - len(stripped)]
         if stripped.startswith("$ "):
-            fitted.append(line)
+            fitted.append(printable(line))
         else:
             fitted += wrap(stripped, columns, indent, indent + "  ")
     return "\n".join(fitted).rstrip() + "\n"
@@ -83,6 +83,8 @@ def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Di
     counts = fleet.counts()
     heading = (lambda text: "## " + text) if markdown else (lambda text: text.upper())
     bullet = "- " if markdown else "  "
+    # Values come from the nodes' files: Markdown escapes them here; text is made printable when it is wrapped.
+    v = markdown_text if markdown else str
     lines = ["%s%d nodes: %d OK, %d failing, %d with warnings; %d files unreadable" % (
         "# " if markdown else "", counts["nodes"], counts["ok"], counts["failing"], counts["warnings"],
         counts["unreadable"]), ""]
@@ -92,37 +94,38 @@ def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Di
             continue
         lines += [heading(title), ""]
         for entry in entries:
-            lines.append("%s%s: %d node%s (%s)" % (bullet, entry["rule"], entry["count"],
-                                                   "" if entry["count"] == 1 else "s", entry["title"]))
-            lines.append("    e.g. %s" % entry["example"])
-            lines.append("    nodes: %s" % _names(entry["nodes"]))
+            lines.append("%s%s: %d node%s (%s)" % (bullet, v(entry["rule"]), entry["count"],
+                                                   "" if entry["count"] == 1 else "s", v(entry["title"])))
+            lines.append("    e.g. %s" % v(entry["example"]))
+            lines.append("    nodes: %s" % _names(entry["nodes"], v))
             fix = entry.get("fix")
             if fix:
-                lines.append("    fix: %s" % fix.get("title"))
-                lines += ["      - %s" % step for step in fix.get("steps") or []]
-                lines += ["      $ %s" % command for command in fix.get("commands") or []]
+                lines.append("    fix: %s" % v(fix.get("title")))
+                lines += ["      - %s" % v(step) for step in fix.get("steps") or []]
+                lines += ["      $ %s" % (("`%s`" % printable(command).replace("`", "'")) if markdown else command)
+                          for command in fix.get("commands") or []]
         lines.append("")
     lines += [heading("Drift"), ""]
     for key, values in fleet.drift().items():
-        shown = "; ".join("%s: %d" % (v["value"], v["count"]) for v in values)
+        shown = "; ".join("%s: %d" % (v(value["value"]), value["count"]) for value in values)
         lines.append("%s%s: %s" % (bullet, DRIFT_WORDS[key], shown))
         for value in values:
             if value["odd"]:
-                lines.append("    %s on %s" % (value["value"], _names(value["nodes"])))
+                lines.append("    %s on %s" % (v(value["value"]), _names(value["nodes"], v)))
     lines.append("")
     if baseline:
-        lines += [heading("Against %s" % baseline), ""]
+        lines += [heading("Against %s" % v(baseline)), ""]
         if not against:
-            lines.append("%severy node matches %s" % (bullet, baseline))
+            lines.append("%severy node matches %s" % (bullet, v(baseline)))
         for node in against or []:
-            changes = "; ".join("%s %s (baseline %s)" % (c["fact"], c["node"], c["baseline"])
+            changes = "; ".join("%s %s (baseline %s)" % (v(c["fact"]), v(c["node"]), v(c["baseline"]))
                                 for c in node["differences"][:12])
             more = len(node["differences"]) - 12
-            lines.append("%s%s: %s%s" % (bullet, node["node"], changes, " and %d more" % more if more > 0 else ""))
+            lines.append("%s%s: %s%s" % (bullet, v(node["node"]), changes, " and %d more" % more if more > 0 else ""))
         lines.append("")
     if fleet.unreadable:
         lines += [heading("Unreadable files"), ""]
-        lines += ["%s%s: %s" % (bullet, path, reason) for path, reason in fleet.unreadable[:MAX_NAMES]]
+        lines += ["%s%s: %s" % (bullet, v(path), v(reason)) for path, reason in fleet.unreadable[:MAX_NAMES]]
         if len(fleet.unreadable) > MAX_NAMES:
             lines.append("%sand %d more" % (bullet, len(fleet.unreadable) - MAX_NAMES))
     return lines

@@ -33,16 +33,19 @@ def render(report: Report) -> str:
         "skipped": str(counts["skip"]),
         "time": "%.3f" % report.seconds,
     })
+    from preflight.render.blocks import printable
+
     for result in report.results:
+        message = printable(result.message)  # XML 1.0 cannot carry control characters
         case = ElementTree.SubElement(suite, "testcase", {
             "classname": "preflight.%s" % report.profile, "name": "%s [%s]" % (result.id, result.subject), "time": "0"})
-        detail = "\n".join(part for part in (result.message, "expected: %s" % result.expected, _fix_text(result.fix))
+        detail = "\n".join(part for part in (message, "expected: %s" % result.expected, _fix_text(result.fix))
                            if part)
         if result.status == "skip":
-            ElementTree.SubElement(case, "skipped", message=result.message)
+            ElementTree.SubElement(case, "skipped", message=message)
         elif id(result) in blocking:
             tag = "error" if result.status == "error" else "failure"
-            element = ElementTree.SubElement(case, tag, message=result.message, type=result.status)
+            element = ElementTree.SubElement(case, tag, message=message, type=result.status)
             element.text = detail
         elif result.status != "pass":
             ElementTree.SubElement(case, "system-out").text = "%s (%s): %s" % (result.status.upper(), result.severity,

@@ -55,7 +55,8 @@ def _gpu_labels(report: Report) -> List[str]:
     if gpus:
         # Like GFD, describe the node by its GPUs; on a mixed node, by the least capable one.
         ccs = [cc for cc in (parse_major_minor(g.get("compute_capability")) for g in gpus) if cc]
-        memory = [g["memory"]["total"] for g in gpus if g.get("memory")]
+        memory = [total for total in ((g.get("memory") or {}).get("total") for g in gpus)
+                  if isinstance(total, int) and not isinstance(total, bool)]
         if ccs:
             lowest = min(ccs)
             labels += ["%sgpu.compute.major=%d" % (PREFIX, lowest[0]), "%sgpu.compute.minor=%d" % (PREFIX, lowest[1])]

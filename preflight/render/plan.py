@@ -7,7 +7,7 @@ import json
 from preflight import units
 from preflight.capacity import estimate
 from preflight.capacity.planning import Plan
-from preflight.render.blocks import COLORS, paint, width, wrap
+from preflight.render.blocks import COLORS, markdown_text, paint, printable, width, wrap
 
 
 def _gib(value: int) -> str:
@@ -54,7 +54,7 @@ def _cells(row, short: bool = False) -> list:
         bare = lambda value: _gib(value).replace(" GiB", "")  # noqa: E731
         if row.source == "this machine":
             memory = "%s (%s free)" % (bare(row.memory_bytes), bare(row.available_bytes))
-            name = "* %s: %s" % (row.subject, row.name.replace("NVIDIA ", ""))
+            name = "* %s: %s" % (row.subject, printable(row.name.replace("NVIDIA ", "")))
         else:
             memory = "%s (%s%s)" % (bare(row.memory_bytes), "~" if row.usable == "estimated" else "",
                                     bare(row.available_bytes))
@@ -63,7 +63,7 @@ def _cells(row, short: bool = False) -> list:
                 str(row.max_batch)]
     if row.source == "this machine":
         memory = "%s (%s free)" % (_gib(row.memory_bytes), _gib(row.available_bytes))
-        name = "this machine %s: %s" % (row.subject, row.name)
+        name = "this machine %s: %s" % (row.subject, printable(row.name))
     else:
         memory = "%s (%s%s usable)" % (_gib(row.memory_bytes), "~" if row.usable == "estimated" else "",
                                        _gib(row.available_bytes))
@@ -110,7 +110,7 @@ def markdown(plan: Plan) -> str:
     lines.append("| %s |" % " | ".join(HEADERS))
     lines.append("|%s|" % "|".join("---" for _ in HEADERS))
     for row in plan.rows:
-        lines.append("| %s |" % " | ".join(_cells(row)))
+        lines.append("| %s |" % " | ".join(markdown_text(cell) for cell in _cells(row)))
     if plan.machine_note:
         lines += ["", "this machine: %s" % plan.machine_note]
     lines += ["", USABLE_NOTE[0].upper() + USABLE_NOTE[1:] + ".", "", "Smallest catalog GPUs that fit batch %d: %s" % (plan.batch, ", ".join(plan.smallest) or "none")]

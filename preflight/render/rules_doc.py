@@ -55,7 +55,14 @@ def list_text(rules: List[Rule]) -> str:
     for rule in rules:
         lines.append("%s  %-8s  %-22s  %s" % (rule.id.ljust(width), rule.severity, ",".join(rule.profiles),
                                               rule.title))
-    return "\n".join(lines)
+    return _printable(lines)
+
+
+def _printable(lines: List[str]) -> str:
+    """Rule files can be anyone's (--rules): their texts are shown, never acted on by the terminal."""
+    from preflight.render.blocks import printable
+
+    return "\n".join(printable(line) for line in lines)
 
 
 def list_json(rules: List[Rule]) -> str:
@@ -93,7 +100,7 @@ def explain(rule: Rule) -> str:
     for value, fix in rule.fixes_by_value.items():
         lines += ["", "  fix when %s:" % rule.labels.get(value, value)] + _fix_lines(fix, values, "    ")
     lines += ["", "  defined in %s" % rule.origin]
-    return "\n".join(lines)
+    return _printable(lines)
 
 
 def markdown(rules: List[Rule]) -> str:
@@ -147,7 +154,7 @@ def failures_text(failures) -> str:
     for failure in sorted(failures, key=lambda f: f.id):
         lines.append("%s  %-8d  %-28s  %s" % (failure.id.ljust(width), failure.priority,
                                                ",".join(failure.rules) or "-", failure.title))
-    return "\n".join(lines)
+    return _printable(lines)
 
 
 def explain_failure(failure) -> str:
@@ -167,7 +174,7 @@ def explain_failure(failure) -> str:
         lines.append("  source:    %s" % failure.source)
     lines += ["", "  fix:"] + _fix_lines(failure.fix, dict(failure.values), "    ")
     lines += ["", "  defined in %s" % failure.origin]
-    return "\n".join(lines)
+    return _printable(lines)
 
 
 def failures_markdown(failures) -> str:

