@@ -232,10 +232,20 @@ def _shown(output_format: str = "text", output: Optional[str] = None, quiet: boo
     return OutputOptions(output_format, output, quiet, color, expires_in)
 
 
+def _show_version(context, parameter, value) -> None:
+    if not value or context.resilient_parsing:
+        return
+    from preflight.package_index import as_of
+
+    click.echo("preflight, version %s (knowledge as of %s)" % (__version__, as_of() or "unknown"))
+    context.exit()
+
+
 # --- commands ---------------------------------------------------------------------------------
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="preflight")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="Show the version and the date of preflight's release knowledge, and exit.")
 def cli() -> None:
     """Find what will make a GPU training or inference job fail, before it starts.
 

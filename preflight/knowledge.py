@@ -9,9 +9,13 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 # Minimum Linux driver for each CUDA toolkit release.
-# Source: NVIDIA CUDA Toolkit release notes, table 3 ("CUDA Toolkit and
-# Corresponding Driver Versions"), https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/
-# (13.1 to 13.3 from the 13.x notes). There is no CUDA 12.7.
+# Source: NVIDIA CUDA Toolkit release notes, "CUDA Toolkit and Corresponding Driver Versions" (table 3), each
+# release's own notes: https://docs.nvidia.com/cuda/archive/12.9.0/cuda-toolkit-release-notes/index.html for
+# 12.x and older; https://docs.nvidia.com/cuda/archive/13.0.0/cuda-toolkit-release-notes/index.html (13.0,
+# 580.65.06), https://docs.nvidia.com/cuda/archive/13.1.0/cuda-toolkit-release-notes/index.html (13.1,
+# 590.44.01), https://docs.nvidia.com/cuda/archive/13.2.0/cuda-toolkit-release-notes/index.html (13.2,
+# 595.45.04), https://docs.nvidia.com/cuda/archive/13.3.0/cuda-toolkit-release-notes/index.html (13.3,
+# 610.43.02). There is no CUDA 12.7.
 CUDA_MIN_DRIVER: Dict[Tuple[int, int], str] = {
     (10, 0): "410.48",
     (10, 1): "418.39",

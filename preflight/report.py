@@ -39,6 +39,7 @@ class Report:
         self.seconds = seconds
         self.facts = facts or {}  # the snapshot the results came from (GPU facts for NFD and Prometheus)
         self.finished_at = time.time()
+        self.notes: List[str] = []  # lines for the reader that change no verdict (knowledge that may be stale)
 
     def blocking(self) -> List[Result]:
         """The results that make the check fail."""
@@ -104,6 +105,7 @@ class Report:
 
     def to_json(self) -> Dict[str, Any]:
         from preflight import __version__
+        from preflight.package_index import as_of
 
         collected = self.facts.get("collected_at")
         return {
@@ -112,6 +114,7 @@ class Report:
             "collected_at": collected if isinstance(collected, str) else
             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.finished_at)),
             "preflight_version": __version__,
+            "knowledge_as_of": as_of(),
             "inventory": self.inventory(),
             "ok": self.ok,
             "profile": self.profile,
@@ -121,4 +124,5 @@ class Report:
             "facts_source": self.facts_source,
             "seconds": round(self.seconds, 4),
             "results": [result.to_json() for result in self.results],
+            "notes": list(self.notes),
         }

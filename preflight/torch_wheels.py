@@ -2,7 +2,8 @@
 
 For a driver, the GPUs' compute capabilities and a Python version, ``choose``
 finds the newest torch that a PyTorch wheel index really holds for that
-Python, whose CUDA the driver runs (fully, or under minor-version
+Python, that has a torchvision released for it (the pair is data, never
+arithmetic), whose CUDA the driver runs (fully, or under minor-version
 compatibility) and whose wheels carry compiled kernels for every GPU. When
 nothing can run, it says why and what the way out is (upgrade the driver,
 the last torch for an old GPU, a newer Python), instead of naming an index
@@ -21,11 +22,13 @@ INDEX = "https://download.pytorch.org/whl/"
 DATA_FILE = os.path.join("knowledge", "pytorch-wheels.toml")
 
 
+PLATFORM = "linux_x86_64"  # the one platform the data records; fixes for others point to pytorch.org
+
+
 class Variant(NamedTuple):
     tag: str  # cu126
     cuda: Version
-    first: Version  # the first and last torch minor release the index holds
-    last: Version
+    releases: Tuple[Version, ...]  # the torch minor releases the index holds, as listed in the data
     archs: Tuple[Tuple[Version, Tuple[Version, ...]], ...]  # (from release, compute capabilities compiled)
 
     def archs_for(self, torch: Version) -> Tuple[Version, ...]:
@@ -45,14 +48,31 @@ class Variant(NamedTuple):
         return INDEX + self.tag
 
 
+class Release(NamedTuple):
+    torch: Version
+    torchvision: Optional[str]  # "0.29"; None while no torchvision is released for it
+    pythons: Tuple[Version, ...]  # CPython versions with Linux x86_64 wheels
+
+
 class Catalog(NamedTuple):
-    pythons: Dict[Version, Tuple[Version, Version]]  # torch minor -> (oldest, newest Python)
+    releases: Dict[Version, Release]
     variants: Tuple[Variant, ...]
 
-    def releases(self, variant: Variant, python: Optional[Version]) -> List[Version]:
-        """The torch minor releases ``variant``'s index has for this Python (all of them when it is unknown)."""
-        return [torch for torch, (low, high) in sorted(self.pythons.items())
-                if variant.first <= torch <= variant.last and (python is None or low <= python <= high)]
+    @property
+    def pythons(self) -> Dict[Version, Tuple[Version, Version]]:
+        """torch minor -> (oldest, newest Python with wheels)."""
+        return {torch: (release.pythons[0], release.pythons[-1]) for torch, release in self.releases.items()}
+
+    def installable(self, variant: Variant, python: Optional[Version]) -> List[Version]:
+        """The torch minor releases ``variant``'s index has for this Python (all, when it is unknown) that can be
+        pinned: a torchvision was released for them."""
+        return [torch for torch in variant.releases
+                if self.releases[torch].torchvision is not None
+                and (python is None or python in self.releases[torch].pythons)]
+
+    def releases_of(self, variant: Variant, python: Optional[Version]) -> List[Version]:
+        """Every torch minor release the index holds for this Python, with a torchvision or not."""
+        return [torch for torch in variant.releases if python is None or python in self.releases[torch].pythons]
 
 
 class Choice(NamedTuple):
@@ -60,6 +80,7 @@ class Choice(NamedTuple):
 
     variant: Variant
     torch: Version
+    torchvision: str
     runs: str  # "fully", or "minor_version_compat" (a newer CUDA 12.x/13.x than the driver's, reduced features)
     notes: Tuple[str, ...]
 
@@ -73,11 +94,8 @@ class Choice(NamedTuple):
 
     @property
     def pins(self) -> str:
-        """``'torch==2.14.*' 'torchvision==0.29.*'`` (torchvision 0.N pairs with torch 2.(N-15))."""
-        torchvision = "0.%d" % (self.torch[1] + 15) if self.torch[0] == 2 else None
-        if self.torch[0] == 1:
-            torchvision = "0.%d" % (self.torch[1] + 1)
-        return "'torch==%s.*' 'torchvision==%s.*'" % (self.torch_text, torchvision)
+        """``'torch==2.14.*' 'torchvision==0.29.*'``: the pair the data lists for this release."""
+        return "'torch==%s.*' 'torchvision==%s.*'" % (self.torch_text, self.torchvision)
 
 
 class NoChoice(NamedTuple):
@@ -113,12 +131,16 @@ def _load() -> Catalog:
     path = os.path.join(data_dir(), DATA_FILE)
     raw = input_files.read_bytes(path, "wheel data %s" % path, PreflightError)
     data = parsed_toml(raw, input_files.parse_toml)
-    pythons = {_version(r["torch"]): (_version(r["python"][0]), _version(r["python"][1])) for r in data["release"]}
+    releases = {}
+    for entry in data["release"]:
+        torch = _version(entry["torch"])
+        torchvision = entry["torchvision"] if entry["torchvision"] != "none" else None
+        releases[torch] = Release(torch, torchvision, tuple(_version(p) for p in entry["python"][PLATFORM]))
     variants = tuple(
-        Variant(v["tag"], _version(v["cuda"]), _version(v["torch"][0]), _version(v["torch"][1]),
+        Variant(v["tag"], _version(v["cuda"]), tuple(_version(t) for t in v["torch"]),
                 tuple((_version(a["from"]), tuple(_version(cc) for cc in a["sm"])) for a in v["archs"]))
         for v in data["variant"])
-    return Catalog(pythons, variants)
+    return Catalog(releases, variants)
 
 
 def driver_runs(variant: Variant, driver_version: Optional[str], driver_cuda: Optional[Version]) -> Optional[str]:
@@ -142,10 +164,18 @@ def _at_least(version: str, floor: str) -> bool:
 CURRENT_DRIVER = ("580.65.06", (13, 0))  # a current branch (R580): what "upgrade the driver" gives
 
 
+def _span(pythons: Sequence[Version]) -> str:
+    return "%d.%d to %d.%d" % (pythons[0] + pythons[-1]) if len(pythons) > 1 else "%d.%d" % pythons[0]
+
+
 def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Sequence[Optional[str]] = (),
-           python: Optional[str] = None) -> "Choice | NoChoice":
-    """The newest torch that runs here. Unknown driver: a current branch (R580) is assumed."""
+           python: Optional[str] = None, platform: Optional[str] = None) -> "Choice | NoChoice":
+    """The newest torch that runs here and can be pinned with its torchvision. Unknown driver: a current branch
+    (R580) is assumed. ``platform``: where the job runs (linux_x86_64 when unknown)."""
     data = catalog()
+    if platform not in (None, PLATFORM):
+        return NoChoice("preflight's wheel data covers Linux x86_64, and this job runs on %s" % platform,
+                        "choose the build for %s at https://pytorch.org/get-started/locally/" % platform)
     gpus = [cc for cc in (knowledge.parse_major_minor(c) for c in ccs) if cc]
     py = knowledge.parse_major_minor(python)
     have = knowledge.parse_major_minor(driver_cuda)
@@ -164,17 +194,21 @@ def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Seque
     if newer_driver and newer_driver[1] > torch:
         notes.append("this driver limits torch to %d.%d; driver 580 or newer runs torch %d.%d" % (torch + newer_driver[1]))
     if any_python and any_python[1] > torch:
-        newest = data.pythons[any_python[1]]
-        notes.append("torch %d.%d is the newest for Python %d.%d; torch %d.%d needs Python %d.%d to %d.%d"
-                     % (torch + py + any_python[1] + newest[0] + newest[1]))
+        newest = data.releases[any_python[1]].pythons
+        notes.append("torch %d.%d is the newest for Python %d.%d; torch %d.%d needs Python %s"
+                     % (torch + py + any_python[1] + (_span(newest),)))
     if py is None:
-        oldest, newest = data.pythons[torch]
-        notes.append("torch %d.%d has wheels for Python %d.%d to %d.%d" % (torch + oldest + newest))
+        notes.append("torch %d.%d has wheels for Python %s" % (torch + (_span(data.releases[torch].pythons),)))
     without_gpu = _search(data, driver_version, have, [], py)
-    if gpus and without_gpu and without_gpu[1] > torch:
+    if gpus and without_gpu and without_gpu[1] > torch and not (newer_driver and newer_driver[1] > torch):
         notes.append("torch %d.%d is the last with kernels for compute capability %s"
                      % (torch + (", ".join("%d.%d" % g for g in gpus),)))
-    return Choice(variant, torch, runs, tuple(notes))
+    unpaired = [later for v in data.variants if driver_runs(v, driver_version, have)
+                for later in data.releases_of(v, py)
+                if later > torch and data.releases[later].torchvision is None and v.covers(later, gpus)]
+    if unpaired:
+        notes.append("torch %d.%d is newer, but no torchvision has been released for it yet" % max(unpaired))
+    return Choice(variant, torch, data.releases[torch].torchvision, runs, tuple(notes))
 
 
 def _search(data: Catalog, driver_version: Optional[str], have: Version, gpus: List[Version],
@@ -185,7 +219,7 @@ def _search(data: Catalog, driver_version: Optional[str], have: Version, gpus: L
         runs = driver_runs(variant, driver_version, have)
         if runs is None:
             continue
-        for torch in reversed(data.releases(variant, python)):
+        for torch in reversed(data.installable(variant, python)):
             if variant.covers(torch, gpus):
                 rank = (torch, 1 if runs == "fully" else 0, variant.cuda)
                 if best is None or rank > best[0]:
@@ -208,20 +242,29 @@ def _nothing(data: Catalog, driver_version: Optional[str], have: Version, gpus: 
                         % (" (the last branch for GPUs older than Turing)" if old_gpu else " or newer",
                            newer_driver[1][0], newer_driver[1][1], newer_driver[0].tag))
     if any_python is not None:
-        needs = data.pythons[any_python[1]]
+        needs = data.releases[any_python[1]].pythons
         return NoChoice("no torch wheel that runs here is built for Python %d.%d" % python,
-                        "use Python %d.%d to %d.%d, for torch %d.%d (%s)"
-                        % (needs[0] + needs[1] + any_python[1] + (any_python[0].tag,)))
+                        "use Python %s, for torch %d.%d (%s)" % ((_span(needs),) + any_python[1] + (any_python[0].tag,)))
     for cc in gpus:
-        if not any(v.covers(t, [cc]) for v in data.variants for t in data.releases(v, None)):
+        if not any(v.covers(t, [cc]) for v in data.variants for t in data.installable(v, None)):
             return NoChoice("no PyTorch wheel has kernels for compute capability %d.%d" % cc,
                             "run on a GPU of compute capability 5.0 or newer, or on the CPU")
+    current = _search(data, CURRENT_DRIVER[0], CURRENT_DRIVER[1], [], None)
+    pythons = data.releases[current[1]].pythons if current else ()
     return NoChoice("no PyTorch wheel runs on %s with this GPU and Python" % shown,
-                    "upgrade the NVIDIA driver to the 580 branch and use Python 3.10 or newer")
+                    "upgrade the NVIDIA driver to the 580 branch and use Python %s" % _span(pythons)
+                    if pythons else "upgrade the NVIDIA driver to the 580 branch")
+
+
+def pythons_text() -> str:
+    """'3.10 to 3.14': the Pythons of the newest torch that can be pinned (it has a torchvision)."""
+    data = catalog()
+    newest = max(torch for torch, release in data.releases.items() if release.torchvision is not None)
+    return _span(data.releases[newest].pythons)
 
 
 def newest_release() -> Version:
-    return max(catalog().pythons)
+    return max(catalog().releases)
 
 
 def available(tag: str, torch: Optional[Version], python: Optional[Version]) -> bool:
@@ -229,20 +272,26 @@ def available(tag: str, torch: Optional[Version], python: Optional[Version]) -> 
     data = catalog()
     for variant in data.variants:
         if variant.tag == tag:
-            releases = data.releases(variant, python)
+            releases = data.releases_of(variant, python)
             return bool(releases) if torch is None else torch in releases
     return False
 
 
+def torchvision_for(torch: Version) -> Optional[str]:
+    """The torchvision minor release built for a torch minor release; None when none is released (yet)."""
+    release = catalog().releases.get(torch)
+    return release.torchvision if release else None
+
+
 def fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Sequence[Optional[str]] = (),
-               python: Optional[str] = None) -> Dict[str, Optional[str]]:
+               python: Optional[str] = None, platform: Optional[str] = None) -> Dict[str, Optional[str]]:
     """The values fixes use to name a torch to install ({torch_pins}, {index_url}, ...), or, when nothing can
     run here, {no_wheel} with the way out and None for the rest (so no fix names an index that cannot work)."""
     cuda = knowledge.parse_major_minor(driver_cuda)
     if driver_version is None and cuda in knowledge.CUDA_MIN_DRIVER:
         # Only the CUDA version is known (a log's "found version 11040"): the oldest driver that reports it.
         driver_version = knowledge.CUDA_MIN_DRIVER[cuda]
-    found = choose(driver_version, driver_cuda, ccs, python)
+    found = choose(driver_version, driver_cuda, ccs, python, platform)
     if isinstance(found, NoChoice):
         return {"no_wheel": "%s: %s." % (found.reason[0].upper() + found.reason[1:], found.way_out),
                 "index_url": None, "arch_index_url": None, "torch_pins": None, "wheel_cuda": None,

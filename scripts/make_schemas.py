@@ -70,11 +70,12 @@ RESULT = obj(["id", "title", "status", "severity", "subject", "observed", "expec
 def report() -> Dict[str, Any]:
     counts = obj(["pass", "fail", "warn", "skip", "error"], {s: {"type": "integer", "minimum": 0}
                                                             for s in ("pass", "fail", "warn", "skip", "error")}, False)
-    return obj(["schema", "host", "collected_at", "preflight_version", "inventory", "ok", "profile", "strict",
-                "exit_code", "summary", "facts_source", "seconds", "results"], {
+    return obj(["schema", "host", "collected_at", "preflight_version", "knowledge_as_of", "inventory", "ok", "profile",
+                "strict", "exit_code", "summary", "facts_source", "seconds", "results", "notes"], {
         "schema": {"const": "preflight.report/1"}, "host": nullable(STR),
         "collected_at": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"},
-        "preflight_version": STR, "inventory": INVENTORY, "ok": BOOL,
+        "preflight_version": STR, "knowledge_as_of": nullable({"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}),
+        "inventory": INVENTORY, "ok": BOOL, "notes": {"type": "array", "items": STR},
         "profile": {"enum": ["train", "inference", "node"]}, "strict": BOOL, "exit_code": {"enum": [0, 1]},
         "summary": counts, "facts_source": STR, "seconds": {"type": "number", "minimum": 0},
         "results": {"type": "array", "items": RESULT},

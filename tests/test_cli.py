@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -276,7 +277,8 @@ def test_help_and_version():
     for option in ("--profile", "--format", "--strict", "--select", "--ignore", "--set", "--facts", "--python",
                    "--nvml-fixture", "--timeout", "--rules", "-q", "--config", "--expect-gpus"):
         assert option in check_help
-    assert run_cli("--version").stdout.strip() == "preflight, version 0.1.0"
+    assert run_cli("--version").stdout.strip() == "preflight, version 0.1.0 (knowledge as of %s)" % \
+        (Path(__file__).parent.parent / "rules" / "knowledge" / "as-of.txt").read_text().strip()
 
 
 def test_console_script_and_python_dash_m_agree():

@@ -240,7 +240,7 @@ _specifiers = st.lists(_clauses, min_size=1, max_size=3).map(",".join)
 def test_plain_requirements_agree_with_packaging(specifier, version):
     from packaging.specifiers import SpecifierSet
 
-    from preflight.engine import requirement
+    from preflight import requirement
 
     parsed = requirement.parse(specifier)
     assert parsed.full is None  # plain clauses: checked without packaging.specifiers
@@ -248,7 +248,7 @@ def test_plain_requirements_agree_with_packaging(specifier, version):
 
 
 def test_other_requirements_go_to_packaging():
-    from preflight.engine import requirement
+    from preflight import requirement
 
     assert requirement.parse("~=2.3").contains(Version("2.5")) and not requirement.parse("~=2.3").contains(Version("3.0"))
     assert requirement.parse("==2.*").contains(Version("2.7.1"))

@@ -39,8 +39,14 @@ def run(options: CheckOptions, warn: common.Warn = None, node=None) -> Report:
     if expected is not None:
         facts["expected_gpus"] = expected
     results = evaluate(rules, facts)
-    return Report(options.profile, results, strict=options.strict, facts_source=source,
-                  seconds=time.monotonic() - started, facts=facts)
+    report = Report(options.profile, results, strict=options.strict, facts_source=source,
+                    seconds=time.monotonic() - started, facts=facts)
+    from preflight.package_index import stale_note
+
+    note = stale_note()
+    if note:
+        report.notes.append(note)
+    return report
 
 
 def _where(applied: site.Applied, key: str) -> str:

@@ -223,7 +223,14 @@ def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, s
     values.update(_oom_values(ruleset, run))
     module = groups.get("missing")
     if module:
-        values["missing_pip"] = _pip_name(module.split(".")[0], ruleset)
+        pip = _pip_name(module.split(".")[0], ruleset)
+        if pip:
+            values["missing_pip"] = pip
+        else:
+            values["pip_unknown"] = (
+                "preflight does not know which package provides the module '%s', so it prints no pip command: find "
+                "the package in the project's requirements.txt or documentation (a package named like a module can "
+                "be someone else's)" % module.split(".")[0])
     return values
 
 
@@ -273,16 +280,19 @@ def _oom_values(ruleset: RuleSet, run: Dict[str, str]) -> Dict[str, str]:
     return values
 
 
-def _pip_name(module: str, ruleset: RuleSet) -> str:
-    """What to pip-install for an import name, from the package tables of the loaded rules."""
+def _pip_name(module: str, ruleset: RuleSet) -> Optional[str]:
+    """What to pip-install for an import name, only where it is known: the package tables of the loaded rules, or a
+    package the index knowledge has under the module's own name. Never a guess: None."""
     import shlex
+
+    from preflight import package_index
 
     for rule in ruleset.rules.values():
         table = rule.raw_params.get("packages") if rule.comparison.name == "present" else None
         for name, info in (table or {}).items():
-            if info.get("import", name) == module:
+            if info.get("import", name) == module and not info.get("installed_by"):
                 return shlex.quote(info.get("pip") or name)
-    return shlex.quote(module)
+    return shlex.quote(module) if package_index.known(module) else None
 
 
 def _related_checks(failure: Failure, ruleset: RuleSet, snapshot, profile: str) -> List[Result]:
@@ -320,6 +330,10 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
         # Weakest first: generic defaults, what the log implies, this machine's facts, the related
         # checks, the entry's fixed values, and what the log line says.
         base = dict(GENERIC_DEFAULTS, **failure.defaults)
+        if "{torch_pythons}" in " ".join(failure.fix.texts()):
+            from preflight import torch_wheels
+
+            base["torch_pythons"] = torch_wheels.pythons_text()
         base.update(_derived(groups, ruleset, _with_machine_gpu(run, facts)))
         base.update(run)
         from_log = dict(groups)

@@ -401,6 +401,7 @@ class PackageSpec(NamedTuple):
     dists: List[str]
     pip: str
     specifier: Any = None
+    installed_by: str = ""  # a rule whose fix installs this package (torch with its torchvision: torch.build)
 
     def probe_request(self) -> Dict[str, Any]:
         return {"name": self.name, "import": self.import_name, "dists": self.dists}
@@ -413,7 +414,7 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
     name, spec_text = match.groups()
     specifier = None
     if spec_text:
-        from preflight.engine.requirement import parse
+        from preflight.requirement import parse
 
         try:
             specifier = parse(spec_text)
@@ -426,10 +427,10 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
                          % (text, import_name, name))
     dists = list(info.get("dists") or [name])
     pip = info.get("pip") or name + (spec_text or "")
-    return PackageSpec(name, import_name, dists, pip, specifier)
+    return PackageSpec(name, import_name, dists, pip, specifier, info.get("installed_by") or "")
 
 
-_PACKAGE_KEYS = {"import", "dists", "pip"}
+_PACKAGE_KEYS = {"import", "dists", "pip", "installed_by"}
 
 
 def _package_table(raw: Any) -> Dict[str, Dict[str, Any]]:
@@ -440,9 +441,12 @@ def _package_table(raw: Any) -> Dict[str, Dict[str, Any]]:
             raise ValueError("packages.%s must be a table with 'import', 'dists' and/or 'pip'" % name)
         unknown = set(info) - _PACKAGE_KEYS
         if unknown:
-            raise ValueError("packages.%s: unknown key(s) %s (known: import, dists, pip)" % (name, ", ".join(sorted(unknown))))
+            raise ValueError("packages.%s: unknown key(s) %s (known: %s)" % (name, ", ".join(sorted(unknown)),
+                                                                           ", ".join(sorted(_PACKAGE_KEYS))))
         if "dists" in info:
             info["dists"] = _strings(info["dists"])
+        if not isinstance(info.get("installed_by", ""), str):
+            raise ValueError("packages.%s.installed_by must be a rule id" % name)
     return raw
 
 
@@ -455,7 +459,10 @@ class PresentComparison(Comparison):
         "recommended": Param(_strings, "packages whose absence warns"),
         "packages": Param(_package_table, "how to find and install packages whose import or pip name differs"),
     }
-    details = ("missing", "missing_pip", "missing_required", "missing_recommended")
+    # missing: not installed or not importable; mismatched: installed at a version the pin excludes (only a
+    # version to change, never "missing"); missing_pip: what pip installs for both, where preflight's own
+    # fixes do not (installed_by); installed_by: those others, with the rule whose fix installs them.
+    details = ("missing", "mismatched", "missing_pip", "installed_by", "missing_required", "missing_recommended")
 
     def check(self, params, enum_values):
         if not params.get("required") and not params.get("recommended"):
@@ -473,16 +480,18 @@ class PresentComparison(Comparison):
         return dict(params, required_specs=[parse_requirement(t, known) for t in params.get("required", [])],
                     recommended_specs=[parse_requirement(t, known) for t in params.get("recommended", [])])
 
-    def _problem(self, spec: PackageSpec, found: Optional[Mapping[str, Any]]) -> Optional[str]:
+    def _problem(self, spec: PackageSpec, found: Optional[Mapping[str, Any]]) -> Optional[Tuple[str, str]]:
+        """None when ``spec`` is met; else ("absent" or "mismatched", what is wrong in words)."""
         if not found or not found.get("importable"):
             if found and found.get("version"):
-                return "%s %s is installed but cannot be imported (no module %r)" % (spec.name, found["version"], spec.import_name)
-            return "%s is missing" % spec.name
+                return "absent", "%s %s is installed but cannot be imported (no module %r)" % (
+                    spec.name, found["version"], spec.import_name)
+            return "absent", "%s is missing" % spec.name
         version = found.get("version")
         if spec.specifier is not None and version is not None:
             try:
                 if not spec.specifier.contains(Version(version)):
-                    return "%s %s does not satisfy %s" % (spec.name, version, spec.specifier)
+                    return "mismatched", "%s %s does not satisfy %s" % (spec.name, version, spec.specifier)
             except InvalidVersion:
                 return None
         return None
@@ -499,15 +508,19 @@ class PresentComparison(Comparison):
         bad_required = [(s, p) for s, p in bad_required if p]
         bad_recommended = [(s, p) for s, p in bad_recommended if p]
         missing = bad_required + bad_recommended
+        elsewhere = [s for s, _ in missing if s.installed_by]
         details = {
-            "missing": ", ".join(s.name for s, _ in missing) or "none",
-            "missing_pip": " ".join(shlex.quote(s.pip) for s, _ in missing),
+            "missing": ", ".join(s.name for s, (kind, _) in missing if kind == "absent") or None,
+            "mismatched": "; ".join(words for _, (kind, words) in missing if kind == "mismatched") or None,
+            "missing_pip": " ".join(shlex.quote(s.pip) for s, _ in missing if not s.installed_by) or None,
+            "installed_by": "; ".join("%s: the fix of %s installs it (the build that runs here)" % (s.name, s.installed_by)
+                                      for s in elsewhere) or None,
             "missing_required": ", ".join(s.name for s, _ in bad_required) or "none",
             "missing_recommended": ", ".join(s.name for s, _ in bad_recommended) or "none",
         }
         if not missing:
             return Verdict(PASS, "all %d present" % (len(required) + len(recommended)), details)
-        parts = [p for _, p in bad_required] + ["%s (optional)" % p for _, p in bad_recommended]
+        parts = [p for _, (_, p) in bad_required] + ["%s (optional)" % p for _, (_, p) in bad_recommended]
         return Verdict(FAIL if bad_required else WARN, "; ".join(parts), details)
 
     def expected(self, params):

@@ -32,11 +32,14 @@ class Fix(NamedTuple):
         """The fix with values filled in. A step or command that still names an unknown value is left
         out rather than shown with a hole; the title keeps ``title_words`` for unknown values."""
         title = template.render(self.title, values)
-        return {
-            "title": template.render(title, title_words or {}),
-            "steps": _render_lines(self.steps, values),
-            "commands": _render_lines(self.commands, values),
-        }
+        steps, commands = _render_lines(self.steps, values), _render_lines(self.commands, values)
+        if any("pip" in command and "install" in command for command in commands):
+            # Every pin checked against what exists for the job's Python (preflight.pip_commands).
+            from preflight.pip_commands import review
+
+            commands, more = review(commands, values.get("python_version"), values.get("platform"))
+            steps += [step for number, step in enumerate(more) if step not in more[:number] and step not in steps]
+        return {"title": template.render(title, title_words or {}), "steps": steps, "commands": commands}
 
 
 def _render_lines(lines: List[Line], values: Dict[str, Any]) -> List[str]:

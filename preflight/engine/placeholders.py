@@ -35,7 +35,7 @@ LOG_VALUES = {
 WHEEL_VALUES = ("index_url", "arch_index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_tag", "wheel_runs",
                 "wheel_note", "no_wheel")
 DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda") + WHEEL_VALUES,
-                       "missing": ("missing_pip",), "gpu_sm": WHEEL_VALUES}
+                       "missing": ("missing_pip", "pip_unknown"), "gpu_sm": WHEEL_VALUES}
 # What a clue may capture: the run's own values, as templates see them with the run_ prefix.
 CLUE_VALUES = {
     "python": "the run's Python version (YOLO banner)",
@@ -56,6 +56,8 @@ CLUE_VALUES = {
 # out-of-memory run, and the GPUs the run used.
 RUN_DERIVED = ("fit_batch", "fit_workload", "fit_imgsz", "fit_gpu_mib", "gpu_count", "device_list",
                "run_compute_capability")
+# Values from the knowledge data, the same wherever a fix is shown (diagnose fills them).
+KNOWLEDGE_VALUES = {"torch_pythons": "the Pythons the newest torch that can be pinned has wheels for (3.10 to 3.14)"}
 # Every captured value is also available as run_<name>: filled only from the
 # log, never from this machine's facts, for lines about the failed run itself.
 RUN_PREFIX = "run_"
@@ -73,6 +75,7 @@ def all_placeholders() -> frozenset:
     for derived in DERIVED_FROM_GROUPS.values():
         names.update(derived)
     names.update(RUN_DERIVED)
+    names.update(KNOWLEDGE_VALUES)
     names.update(RUN_PREFIX + name for name in CLUE_VALUES)
     names.update(RUN_PREFIX + name for name in LOG_VALUES)
     for fact in REGISTRY.values():

@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from preflight import __version__, inventory
+from preflight.package_index import as_of
 from preflight.errors import ProbeError, ProbeTimeout
 from preflight.facts.snapshot import SCHEMA
 
@@ -101,6 +102,7 @@ def collect(probes, options: Options, reuse: Optional[Dict[str, Any]] = None) ->
     snapshot: Dict[str, Any] = {
         "schema": SCHEMA,
         "preflight_version": __version__,
+        "knowledge_as_of": as_of(),
         "collected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "source": "nvml-fixture:%s" % options.nvml_fixture if options.nvml_fixture else "live",
         "hostname": inventory.host_name(),  # ("host" is the host probe's section)

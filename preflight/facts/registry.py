@@ -178,6 +178,34 @@ def _python_executable(facts: SnapshotView) -> str:
         return "python"
 
 
+# What a printed install command is judged for: the job's interpreter, its Python version and its platform.
+PYTHON_DETAILS = ("python_executable", "python_version", "platform")
+
+
+def _python_details(facts: SnapshotView) -> Dict[str, Optional[str]]:
+    try:
+        version = facts.section("python").get("version")
+    except Unknown:
+        version = None
+    return {"python_executable": _python_executable(facts), "python_version": version, "platform": _platform(facts)}
+
+
+def _platform(facts: SnapshotView) -> Optional[str]:
+    """linux_x86_64, linux_aarch64 or windows, as the wheel data names platforms; None when not known."""
+    try:
+        os_facts = facts.section("host").get("os") or {}
+    except Unknown:
+        return None
+    system, machine = (os_facts.get("system") or "").lower(), (os_facts.get("machine") or "").lower()
+    if system == "linux" and machine in ("x86_64", "amd64"):
+        return "linux_x86_64"
+    if system == "linux" and machine in ("aarch64", "arm64"):
+        return "linux_aarch64"
+    if system == "windows":
+        return "windows"
+    return "%s_%s" % (system, machine) if system else None
+
+
 WHEEL_DETAILS = ("index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_tag", "wheel_runs", "wheel_note",
                  "no_wheel")
 
@@ -199,18 +227,17 @@ def _wheel(facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Dict[st
         python = facts.section("python").get("version")
     except Unknown:
         pass
-    return torch_wheels.fix_values(driver_version, driver_cuda, ccs, python)
+    return torch_wheels.fix_values(driver_version, driver_cuda, ccs, python, _platform(facts))
 
 
 def _torch_build(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     torch = facts.torch()
     build = derived.torch_build(torch)
     # Which torch to install matters only when this one is not a CUDA build (it costs start-up time otherwise).
-    return build, dict(_wheel(facts) if build != "cuda" else {}, **{
-        "torch_version": torch.get("version") or "(not installed)",
-        "torch_cuda": torch.get("cuda") or "none",
-        "python_executable": _python_executable(facts),
-    })
+    details = dict(_wheel(facts) if build != "cuda" else {})
+    details.update(_python_details(facts), torch_version=torch.get("version") or "(not installed)",
+                   torch_cuda=torch.get("cuda") or "none")
+    return build, details
 
 
 def _cuda_compat(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
@@ -220,7 +247,7 @@ def _cuda_compat(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     if value == "unknown":
         raise Unknown("cannot read the driver's CUDA version (%r) or torch's (%r)"
                       % (nvml.get("cuda_driver_version"), torch.get("cuda")))
-    details["python_executable"] = _python_executable(facts)
+    details.update(_python_details(facts))
     details["torch_version"] = torch.get("version") or "(not installed)"
     if value != "ok":
         details.update(_wheel(facts))
@@ -246,8 +273,7 @@ def _torch_kernels(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     wheel = _wheel(facts, gpu) if value not in ("sass", "ptx") else {}
     details.update(_gpu_details(gpu), torch_version=facts.torch().get("version") or "?",
                    arch_index_url=wheel.get("index_url"), torch_pins=wheel.get("torch_pins"),
-                   no_wheel=wheel.get("no_wheel"), wheel_note=wheel.get("wheel_note"),
-                   python_executable=_python_executable(facts))
+                   no_wheel=wheel.get("no_wheel"), wheel_note=wheel.get("wheel_note"), **_python_details(facts))
     return value, details
 
 
@@ -447,10 +473,10 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
          implies=("nvml_ok", "gpu_visible")),
     Fact("gpu.torch_kernels", "enum",
          "how torch runs on the GPU: compiled kernels (sass), PTX JIT (ptx), or not at all (none)",
-         ("nvml", "python", "torch_arch"), _torch_kernels, per_gpu=True,
+         ("nvml", "python", "torch_arch", "host"), _torch_kernels, per_gpu=True,
          values=("sass", "ptx", "ptx_needs_newer_driver", "none", "unconfirmed"),
          details=("gpu_name", "gpu_index", "torch_archs", "gpu_sm", "torch_version", "arch_index_url",
-                  "python_executable", "torch_wait", "torch_pins", "no_wheel", "wheel_note"),
+                  "torch_wait", "torch_pins", "no_wheel", "wheel_note") + PYTHON_DETAILS,
          implies=("nvml_ok", "gpu_visible", "torch_cuda")),
     Fact("gpu.workload.fit", "enum",
          "whether the requested workload (check --workload) fits in the GPU's free memory", _NV, _workload_fit,
@@ -529,21 +555,22 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
                              {"conda_prefix": _path("conda", "prefix")(facts.section("python")) or "?"}),
          details=("conda_prefix",), implies=("conda_active",)),
     Fact("python.packages", "packages", "installed version and importability of the packages a rule lists",
-         ("python",), lambda facts, gpu: (facts.section("python").get("packages") or {},
-                                         {"python_executable": _python_executable(facts)}),
-         details=("python_executable",)),
+         ("python", "host"), lambda facts, gpu: (facts.section("python").get("packages") or {},
+                                                 _python_details(facts)),
+         details=PYTHON_DETAILS),
     # NVML too: the fix's wheel index follows the driver's CUDA version.
-    Fact("torch.build", "enum", "which torch is installed: cuda, cpu, rocm or missing", ("python", "nvml"), _torch_build,
+    Fact("torch.build", "enum", "which torch is installed: cuda, cpu, rocm or missing", ("python", "nvml", "host"),
+         _torch_build,
          values=("cuda", "cpu", "rocm", "missing"),
-         details=("torch_version", "torch_cuda", "python_executable") + WHEEL_DETAILS),
+         details=("torch_version", "torch_cuda") + PYTHON_DETAILS + WHEEL_DETAILS),
     Fact("torch.version", "version", "installed torch version", ("python",),
          lambda facts, gpu: facts.torch().get("version")),
     Fact("torch.cuda_version", "version", "CUDA version torch was built for (torch.version.cuda)", ("python",),
          lambda facts, gpu: facts.torch().get("cuda")),
-    Fact("cuda.compat", "enum", "whether the driver runs torch's CUDA build", ("nvml", "python"), _cuda_compat,
+    Fact("cuda.compat", "enum", "whether the driver runs torch's CUDA build", ("nvml", "python", "host"), _cuda_compat,
          values=("ok", "minor_version_compat", "driver_too_old"),
          details=("torch_cuda", "driver_cuda", "driver_version", "required_driver", "compat_driver",
-                  "python_executable", "torch_version") + WHEEL_DETAILS,
+                  "torch_version") + PYTHON_DETAILS + WHEEL_DETAILS,
          implies=("nvml_ok", "torch_cuda")),
     # container
     Fact("container.require.unsatisfied", "list", "NVIDIA_REQUIRE_* variables the host does not satisfy",

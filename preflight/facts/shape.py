@@ -95,7 +95,7 @@ KERNEL_LOG = {
 }
 EXPECTED_GPUS = {"?": True, "!": ("count",), "count": "int", "source": "str?", "scope": "str?"}
 SNAPSHOT = {
-    "schema": "str", "preflight_version": "str?", "collected_at": "str?", "source": "str?", "seconds": "num?",
+    "schema": "str", "preflight_version": "str?", "knowledge_as_of": "str?", "collected_at": "str?", "source": "str?", "seconds": "num?",
     "hostname": "str?",
     "probes": {"*": STATUS},
     "nvml": NVML, "visibility": VISIBILITY, "host": HOST, "python": PYTHON, "torch_arch": TORCH_ARCH,

@@ -124,6 +124,8 @@ def render(report: Report, quiet: bool = False, color: bool = False, show_exit: 
             lines += wrap(item, columns, "  ", "     ")
     if lines and not quiet:
         lines.append("")
+    for note in report.notes:
+        lines += wrap(note, columns, "note: ", "      ")
     lines.append("%d passed, %s, %d failed, %s, %d skipped: %s%s" % (
         counts["pass"], _plural(counts["warn"], "warning"), counts["fail"], _plural(counts["error"], "error"),
         counts["skip"], verdict, " (exit %d)" % report.exit_code if show_exit else ""))

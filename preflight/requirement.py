@@ -78,4 +78,16 @@ def _holds(op: str, version: Version, bound: Version) -> bool:
     return not (version.local is not None and Version(version.base_version) == bound)
 
 
-__all__ = ["InvalidVersion", "Requirement", "parse"]
+_NAMED = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*?)\s*$")
+
+
+def split(text: str) -> Tuple[str, Requirement]:
+    """``'numpy<2.4'`` -> ("numpy", the parsed specifier; empty for none). ValueError when it is not one."""
+    match = _NAMED.match(text)
+    if not match:
+        raise ValueError("%r is not a requirement" % (text,))
+    name, _, spec = match.groups()
+    return name, parse(spec) if spec else Requirement("", (), None)
+
+
+__all__ = ["InvalidVersion", "Requirement", "parse", "split"]

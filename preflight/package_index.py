@@ -1,0 +1,176 @@
+"""What pip can install: PyPI's releases of every package a fix can pin, as recorded on one date.
+
+The data is rules/knowledge/package-index.json, written by scripts/refresh_knowledge.py from PyPI's own index:
+each release's Requires-Python and the CPython versions its binary wheels serve per platform (or that it is
+pure Python), and the torch each torchvision requires. A pin is installable for a Python when some release
+satisfies it, admits that Python, and has a wheel for it: without a wheel pip falls back to building from source,
+which usually fails (no compiler, no headers). The file is read only when a printed command names a pin.
+
+``as_of()`` is the date the knowledge was taken (rules/knowledge/as-of.txt), cheap to read on every run.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+INDEX_FILE = os.path.join("knowledge", "package-index.json")
+AS_OF_FILE = os.path.join("knowledge", "as-of.txt")
+DEFAULT_PLATFORM = "linux_x86_64"
+# The CPython versions a printed command is judged for when the target Python is not known.
+PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
+
+_index: Optional[Dict[str, Any]] = None
+
+
+def _data_path(name: str) -> str:
+    from preflight.shipped import data_dir
+
+    return os.path.join(data_dir(), name)
+
+
+def as_of() -> Optional[str]:
+    """YYYY-MM-DD: when the package and driver knowledge was last taken; None when the file is missing."""
+    try:
+        with open(_data_path(AS_OF_FILE), encoding="ascii") as handle:
+            text = handle.read().strip()
+    except (OSError, ValueError):
+        return None
+    return text if re.match(r"^\d{4}-\d{2}-\d{2}$", text) else None
+
+
+STALE_AFTER_DAYS = 180
+
+
+def now() -> float:
+    """The clock the staleness note reads (a function, so that a test can set the date)."""
+    import time
+
+    return time.time()
+
+
+def stale_note() -> Optional[str]:
+    """One line when the knowledge is more than STALE_AFTER_DAYS old: newer releases may exist. Never a failure."""
+    import calendar
+    import time
+
+    taken = as_of()
+    if taken is None:
+        return None
+    age = int((now() - calendar.timegm(time.strptime(taken, "%Y-%m-%d"))) // 86400)
+    if age <= STALE_AFTER_DAYS:
+        return None
+    return ("preflight's knowledge of torch, driver and package releases is from %s (%d days ago): newer releases "
+            "may exist that its fixes do not name; update preflight (pip install -U gpu-preflight, or git pull "
+            "and pip install . in its checkout)" % (taken, age))
+
+
+def _packages() -> Dict[str, Any]:
+    global _index
+    if _index is None:
+        from preflight import input_files
+        from preflight.errors import PreflightError
+
+        path = _data_path(INDEX_FILE)
+        data = input_files.load_json(path, "package index %s" % path, PreflightError,
+                                     "reinstall preflight: the file ships with it")
+        _index = {canonical(name): releases for name, releases in (data.get("packages") or {}).items()}
+    return _index
+
+
+def canonical(name: str) -> str:
+    """PEP 503's normalised name: Pillow, pillow and PIL-low are one project on the index."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def known(package: str) -> bool:
+    return canonical(package) in _packages()
+
+
+@functools.lru_cache(maxsize=None)
+def _version(text: str):
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _specifier(text: str):
+    """A Requires-Python or pin specifier, parsed once (plain clauses without packaging.specifiers' cost)."""
+    from preflight.requirement import parse
+
+    try:
+        return parse(text)
+    except ValueError:
+        return None
+
+
+def has_wheel(record: Dict[str, Any], python: str, platform: str = DEFAULT_PLATFORM) -> bool:
+    """Whether a release has a wheel pip would take on CPython ``python`` (X.Y) on ``platform``."""
+    requires = record.get("requires_python")
+    if requires:
+        specifier = _specifier(requires)
+        if specifier is not None and not specifier.contains(_version(python)):
+            return False
+    if record.get("pure"):
+        return True
+    for tag in (record.get("wheels") or {}).get(platform) or ():
+        if tag == "py3" or tag == python:
+            return True
+        if tag.endswith("+") and _version(tag[:-1]) <= _version(python):  # abi3: this and newer
+            return True
+    return False
+
+
+def _newest_first(package: str):
+    """(version, its text, record), newest first: the file lists each package's releases oldest first (the refresh
+    script sorts them), so only as many versions are parsed as a question needs."""
+    releases = _packages().get(canonical(package)) or {}
+    for text in reversed(list(releases)):
+        version = _version(text)
+        if version is not None:
+            yield version, text, releases[text]
+
+
+def installable(requirement: str, python: str, platform: str = DEFAULT_PLATFORM) -> Optional[str]:
+    """The newest release that satisfies ``requirement`` (``'Pillow<10'``) and has a wheel for ``python``; None when
+    there is none (or the package is not in the snapshot)."""
+    from preflight.requirement import split
+
+    try:
+        name, specifier = split(requirement)
+    except (ValueError, Exception):
+        return None
+    for version, text, record in _newest_first(name):
+        if version.is_prerelease or not specifier.contains(version):
+            continue
+        if has_wheel(record, python, platform):
+            return text
+    return None
+
+
+def pythons_for(requirement: str, platform: str = DEFAULT_PLATFORM, pythons: Sequence[str] = PYTHONS) -> List[str]:
+    """The Pythons among ``pythons`` that ``requirement`` can be installed on."""
+    return [python for python in pythons if installable(requirement, python, platform)]
+
+
+def span(pythons: Sequence[str]) -> str:
+    """['3.8', '3.9', '3.10'] -> 'Python 3.8 to 3.10'; one -> 'Python 3.8'; none -> 'no Python'."""
+    if not pythons:
+        return "no Python"
+    return "Python %s" % pythons[0] if len(pythons) == 1 else "Python %s to %s" % (pythons[0], pythons[-1])
+
+
+def requires_torch(torchvision: str) -> Optional[str]:
+    """The torch requirement of a torchvision release (``'==2.14.0'``), as its wheel's metadata says."""
+    record = (_packages().get("torchvision") or {}).get(torchvision) or {}
+    return record.get("requires_torch")
+
+
+def releases(package: str) -> Dict[str, Any]:
+    return dict(_packages().get(canonical(package)) or {})

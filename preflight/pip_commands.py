@@ -1,0 +1,179 @@
+"""Printed pip commands, checked against what exists before anyone sees them.
+
+A fix may print ``python -m pip install 'Pillow<10'``; on Python 3.12 no Pillow older than 10 has a wheel, so pip
+would try to build one from source and fail. ``review`` reads every pip install command of a rendered fix and,
+for the job's Python, takes out each requirement that no release with a wheel for it satisfies
+(rules/knowledge/package-index.json), drops a command left with nothing to install, and returns a step saying
+why and what works instead (rules/knowledge/pins.toml). When the job's Python is not known, a pin that only some
+Pythons can install is kept with a comment naming them. Commands that install from a PyTorch index are the wheel
+chooser's (torch_wheels), which only picks what that index holds.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Dict, List, Optional, Tuple
+
+PINS_FILE = os.path.join("knowledge", "pins.toml")
+# pip install options that take a value (the value is not a requirement).
+_VALUED = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
+           "-t", "--target", "--prefix", "--root", "--platform", "--python-version", "--implementation", "--abi",
+           "--src", "--upgrade-strategy", "--progress-bar", "--cache-dir", "--log", "--timeout", "--retries",
+           "--trusted-host", "--proxy", "--cert", "--client-cert", "--config-settings", "-C", "--global-option",
+           "--no-binary", "--only-binary", "-e", "--editable"}
+_GENERIC = ("No release satisfying {requirement} has a wheel for Python {python} (pip would try to build one from "
+            "source, which usually fails); use {pythons}, or leave the pin out.")
+
+_loaded: Optional[Dict[str, str]] = None
+
+
+def _alternatives() -> Dict[str, str]:
+    global _loaded
+    if _loaded is None:
+        from preflight import input_files
+        from preflight.cache import parsed_toml
+        from preflight.errors import PreflightError
+        from preflight.shipped import data_dir
+
+        path = os.path.join(data_dir(), PINS_FILE)
+        raw = input_files.read_bytes(path, "pin knowledge %s" % path, PreflightError)
+        data = parsed_toml(raw, input_files.parse_toml)
+        _loaded = {entry["requirement"]: entry["instead"] for entry in data.get("pin", [])}
+    return _loaded
+
+
+def short_python(version: Optional[str]) -> Optional[str]:
+    """'3.12.1' -> '3.12'; None or nonsense -> None."""
+    if not version:
+        return None
+    parts = str(version).strip().split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return "%d.%d" % (int(parts[0]), int(parts[1]))
+
+
+class Install:
+    """One ``pip install`` in a command: where it is, and its requirements."""
+
+    def __init__(self, words: List[str], start: int) -> None:
+        self.words = words
+        self.start = start  # index of the first word after "install"
+        self.requirements: List[int] = []  # indices of requirement words
+        skip = False
+        for index in range(start, len(words)):
+            word = words[index]
+            if skip:
+                skip = False
+                continue
+            if word.startswith("-"):
+                skip = word in _VALUED  # "--index-url=URL" carries its value
+                continue
+            self.requirements.append(index)
+
+    @property
+    def pytorch_index(self) -> bool:
+        return any("download.pytorch.org" in word for word in self.words)
+
+
+def installs(command: str) -> List[Tuple[str, Optional[Install], str]]:
+    """The command split at ``&&`` into (segment, its pip install or None, separator after it); a comment stays
+    with the last segment."""
+    body, hash_mark, comment = command.partition("  #")
+    pieces = body.split("&&")
+    found = []
+    for number, piece in enumerate(pieces):
+        try:
+            words = shlex.split(piece)
+        except ValueError:
+            words = []
+        install = None
+        for index, word in enumerate(words[:-1]):
+            if word == "install" and index > 0 and words[index - 1] in ("pip", "pip3") or \
+                    (word == "install" and index > 1 and words[index - 1] == "pip" and words[index - 2] == "-m"):
+                install = Install(words, index + 1)
+                break
+        found.append((piece, install, "&&" if number < len(pieces) - 1 else (hash_mark + comment)))
+    return found
+
+
+def review(commands: List[str], python: Optional[str], platform: Optional[str] = None) -> Tuple[List[str], List[str]]:
+    """(commands as they can run, steps to add) for the job's Python (X.Y or X.Y.Z; None: not known)."""
+    from preflight import package_index
+
+    python = short_python(python)
+    platform = platform or package_index.DEFAULT_PLATFORM
+    kept: List[str] = []
+    steps: List[str] = []
+    for command in commands:
+        if "install" not in command or "pip" not in command:
+            kept.append(command)
+            continue
+        segments = installs(command)
+        changed = False
+        comments: List[str] = []
+        out_segments: List[str] = []
+        for piece, install, after in segments:
+            if install is None or install.pytorch_index:
+                out_segments.append(piece.strip())
+                continue
+            dropped = []
+            for index in install.requirements:
+                requirement = install.words[index]
+                if not package_index.known(_name(requirement)):
+                    continue  # not a package the snapshot covers (a path, a URL): judged by the tests, not here
+                if python is not None:
+                    if package_index.installable(requirement, python, platform) is None:
+                        dropped.append(index)
+                        steps.append(_instead(requirement, python, platform))
+                else:
+                    pythons = package_index.pythons_for(requirement, platform)
+                    if pythons != list(package_index.PYTHONS):
+                        comments.append("%s: %s only" % (requirement, package_index.span(pythons)))
+            if dropped:
+                changed = True
+                words = [w for i, w in enumerate(install.words) if i not in dropped]
+                if len(words) == len(install.words) - len(install.requirements):  # nothing left to install
+                    out_segments.append("")
+                    continue
+                piece = " ".join(shlex.quote(word) for word in words)
+            out_segments.append(piece.strip())
+        if changed:
+            remaining = [segment for segment in out_segments if segment]
+            if not any(_install_of(segment) is not None for segment in remaining):
+                continue  # it installed nothing else: no command is better than a half one
+            comment = segments[-1][2].strip()
+            kept.append(" && ".join(remaining) + ("  " + comment if comment else ""))
+            continue
+        if comments:
+            command = command.rstrip() + ("  # " if "  #" not in command else "; ") + "; ".join(comments)
+        kept.append(command)
+    return kept, steps
+
+
+def _install_of(segment: str) -> Optional[Install]:
+    return installs(segment)[0][1] if segment else None
+
+
+def _name(requirement: str) -> str:
+    from preflight.requirement import split
+
+    try:
+        return split(requirement)[0]
+    except ValueError:
+        return requirement
+
+
+def _instead(requirement: str, python: str, platform: str) -> str:
+    from preflight import package_index
+
+    text = _alternatives().get(requirement)
+    pythons = package_index.span(package_index.pythons_for(requirement, platform))
+    if text is None:
+        text = _GENERIC
+    else:
+        text = "No release satisfying %s has a wheel for Python %s (pip would try to build it from source, which " \
+               "usually fails). %s" % (requirement, python, text)
+    for name, value in (("requirement", requirement), ("python", python), ("pythons", pythons)):
+        text = text.replace("{%s}" % name, value)
+    return text

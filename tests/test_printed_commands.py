@@ -1,0 +1,334 @@
+"""Every printed pip command can succeed for the Python it targets: rendered, parsed and checked against data.
+
+Each fix `check` and `diagnose` can print is rendered here: `check` over NVML recordings x torch builds (none, CPU,
+CUDA 11.8, 12.4, 13.0, ROCm) x Pythons 3.8 to 3.15 (interpreters that answer the probe as that Python) x profiles,
+and `diagnose` for every catalog example with and without facts. Every pip command is parsed; each requirement
+must have, for the Python the command targets, a release that satisfies it with a binary wheel for Linux x86_64
+(PyPI's metadata, rules/knowledge/package-index.json), and a PyTorch index must hold the torch it pins, with the
+torchvision the data pairs with it (rules/knowledge/pytorch-wheels.toml). A command whose target Python is not
+known must work on some Python, and say which when not on all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import stat
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+from conftest import nvml_fixture, run_cli
+from preflight import package_index, torch_wheels
+from preflight.engine import loader
+from preflight.pip_commands import installs, review
+
+PYTHONS = package_index.PYTHONS  # 3.8 ... 3.15
+_INDEX = re.compile(r"https://download\.pytorch\.org/whl/(?P<tag>[a-z0-9]+)")
+_FORBIDDEN = [
+    ("python=3.8", "no current torch supports Python 3.8"),
+    ("nvidia/cuda:12.4.1-base", "its NVIDIA_REQUIRE_CUDA fails on working 530 and 545 drivers"),
+    ("cdi generate", "a CDI spec alone changes nothing unless containers request CDI devices"),
+    ("nvidia-driver-535", "end-of-life branch"), ("nvidia-driver-550", "end-of-life branch"),
+    ("nvidia-driver-570", "end-of-life branch"),
+    ("--amp", "train_dual.py has no --amp"), ("--accumulate", "train_dual.py has no --accumulate"),
+]
+
+
+def problems(command: str, python: Optional[str]) -> List[str]:
+    """What makes ``command`` fail for ``python`` (X.Y; None: unknown); empty when it can succeed."""
+    found = ["%s: %s" % (text, why) for text, why in _FORBIDDEN if text in command]
+    for segment, install, _ in installs(command):
+        if install is None:
+            continue
+        index = _INDEX.search(" ".join(install.words))
+        requirements = [install.words[i] for i in install.requirements]
+        if index:
+            found += _pytorch_index_problems(index.group("tag"), requirements, python)
+            continue
+        for requirement in requirements:
+            name = re.split(r"[<>=!~\[; ]", requirement)[0]
+            if not package_index.known(name):
+                found.append("%s is not a package the knowledge covers (a guessed name?)" % requirement)
+            elif python is not None and not package_index.installable(requirement, python):
+                found.append("%s has no release with a wheel for Python %s" % (requirement, python))
+            elif python is None:
+                pythons = package_index.pythons_for(requirement)
+                if not pythons:
+                    found.append("%s has no release with a wheel for any Python" % requirement)
+                elif len(pythons) < len(PYTHONS) and "%s: %s only" % (requirement, package_index.span(pythons)) \
+                        not in command:
+                    found.append("%s works on %s only and the command does not say so" % (
+                        requirement, package_index.span(pythons)))
+    return found
+
+
+def _pytorch_index_problems(tag: str, requirements: List[str], python: Optional[str]) -> List[str]:
+    pins = {}
+    for requirement in requirements:
+        match = re.match(r"^(torch|torchvision)==(\d+)\.(\d+)(?:\.\*)?$", requirement)
+        if not match:
+            return ["%s from the %s index: not a pin this check can judge" % (requirement, tag)]
+        pins[match.group(1)] = (int(match.group(2)), int(match.group(3)))
+    if "torch" not in pins:
+        return ["installs from %s without pinning torch" % tag]
+    torch = pins["torch"]
+    py = tuple(int(p) for p in python.split(".")) if python else None
+    found = []
+    if not torch_wheels.available(tag, torch, py):
+        found.append("%s has no torch %d.%d for Python %s" % ((tag,) + torch + (python,)))
+    paired = torch_wheels.torchvision_for(torch)
+    if paired is None:
+        found.append("no torchvision was released for torch %d.%d" % torch)
+    elif "torchvision" in pins and "%d.%d" % pins["torchvision"] != paired:
+        found.append("torchvision %d.%d is not the one built for torch %d.%d (%s)" % (pins["torchvision"] + torch +
+                                                                                      (paired,)))
+    elif "torchvision" in pins and not package_index.releases("torchvision").get("%s.0" % paired):
+        found.append("torchvision %s was never released" % paired)
+    return found
+
+
+# --- the checker itself catches what the field found ------------------------------------------------------
+
+@pytest.mark.parametrize("command, python, problem", [
+    ("python -m pip install 'torch==2.15.*' 'torchvision==0.30.*' --index-url https://download.pytorch.org/whl/cu130",
+     "3.12", "no torchvision was released for torch 2.15"),
+    ("python -m pip install 'Pillow<10'", "3.12", "Pillow<10 has no release with a wheel for Python 3.12"),
+    ("python -m pip install 'numpy<1.24'", "3.12", "numpy<1.24 has no release with a wheel for Python 3.12"),
+    ("python -m pip install 'numpy<2.4'", "3.15", "numpy<2.4 has no release with a wheel for Python 3.15"),
+    ("python -m pip install models", "3.12", "models is not a package the knowledge covers"),
+    ("python -m pip install 'numpy<2'", None, "works on Python 3.8 to 3.12 only"),
+    ("python -m pip install 'torch==2.14.*' 'torchvision==0.29.*' --index-url https://download.pytorch.org/whl/cu130",
+     "3.15", "cu130 has no torch 2.14 for Python 3.15"),
+])
+def test_the_command_check_fails_on_what_fails_in_the_field(command, python, problem):
+    assert any(problem in found for found in problems(command, python)), problems(command, python)
+
+
+def test_review_takes_out_only_what_cannot_install_and_says_what_works_instead():
+    commands = ["/env/bin/python -m pip install 'numpy<2.4' 'Pillow<10' IPython"]
+    kept, steps = review(commands, "3.12.4")
+    assert kept == ["/env/bin/python -m pip install 'numpy<2.4' IPython"]
+    assert len(steps) == 1 and "Pillow<10 has a wheel for Python 3.12" in steps[0]
+    assert "getbbox" in steps[0] and "or use Python 3.8 to 3.11" in steps[0]
+    kept, steps = review(["python -m pip install 'Pillow<10'"], "3.13")
+    assert kept == [] and steps
+    kept, _ = review(["python -m pip install 'Pillow<10'"], None)
+    assert kept == ["python -m pip install 'Pillow<10'  # Pillow<10: Python 3.8 to 3.11 only"]
+    assert review(commands, "3.11") == (commands, [])
+
+
+# --- every check fix --------------------------------------------------------------------------------------
+
+TORCH_BUILDS = [None, ("2.5.1+cpu", None), ("2.7.1+cu118", "11.8"), ("2.6.0+cu124", "12.4"), ("2.11.0+cu130", "13.0"),
+                ("2.4.1+rocm6.1", None)]
+RECORDINGS = ["h200-driver580.json", "2x-a100-40g-driver550-ecc.json", "rtx3060-12g-driver525.json",
+              "v100-retired-pages.json", "8x-h100-hgx.json", "no-library.json", "driver-not-loaded.json"]
+_AS = r"""import json, sys
+for line in sys.stdin:
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and "executable" in answer and "version" in answer:
+        answer["version"] = sys.argv[1]
+        line = json.dumps(answer) + "\n"
+    sys.stdout.write(line)
+"""
+
+
+def as_python(folder: Path, real: str, version: str) -> str:
+    """An interpreter that answers preflight's probe as Python ``version`` (the real one does the work)."""
+    rewrite = folder / "as_python.py"
+    rewrite.write_text(_AS)
+    script = folder / ("python%s" % version)
+    script.write_text('#!/bin/sh\n"%s" "$@" | "%s" "%s" "%s.0"\n' % (real, sys.executable, rewrite, version))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+@pytest.fixture(scope="module")
+def environments(tmp_path_factory):
+    """One fake job environment per torch build, each with the packages YOLOv9 needs at versions it cannot use
+    (numpy 2.4.1, Pillow 11) and two missing (IPython, thop), so that every package fix is printed."""
+    from conftest import FakeEnvironment
+
+    made = []
+    for build in TORCH_BUILDS:
+        env = FakeEnvironment(tmp_path_factory.mktemp("env") / "venv")
+        env.add_yolov9_packages(skip=("numpy", "Pillow", "IPython", "thop"))
+        env.add_package("numpy", "2.4.1")
+        env.add_package("Pillow", "11.0.0", "PIL")
+        if build and "rocm" in build[0]:
+            env.add_torch(version=build[0], cuda=None, hip="6.1")
+        elif build:
+            env.add_torch(version=build[0], cuda=build[1], arch_flags="sm_50 sm_60 sm_70 sm_75 sm_80 sm_86")
+        made.append(env)
+    return made
+
+
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_every_check_fix_prints_commands_that_can_succeed(tmp_path, environments, recording):
+    checked, printed_pins = 0, set()
+    failures = []
+    for env in environments:
+        for python in PYTHONS:
+            interpreter = as_python(tmp_path, env.python, python)
+            for profile in ("train", "inference"):
+                completed = run_cli("check", "--profile", profile, "--format", "json", "--nvml-fixture",
+                                    nvml_fixture(recording), "--python", interpreter)
+                report = json.loads(completed.stdout)
+                for result in report["results"]:
+                    for command in (result.get("fix") or {}).get("commands") or []:
+                        if "pip" not in command:
+                            continue
+                        checked += 1
+                        printed_pins.update(w for w in shlex.split(command.split("  #")[0]) if "<" in w or "==" in w)
+                        for problem in problems(command, python):
+                            failures.append("%s, %s, Python %s, %s: %r: %s" % (
+                                recording, env.root.name, python, result["id"], command, problem))
+    node = json.loads(run_cli("check", "--profile", "node", "--format", "json", "--nvml-fixture",
+                              nvml_fixture(recording)).stdout)
+    for result in node["results"]:
+        for command in (result.get("fix") or {}).get("commands") or []:
+            checked += 1
+            failures += ["node profile: %r: %s" % (command, p) for p in problems(command, None)]
+    assert not failures, "\n".join(failures[:20])
+    assert checked >= 50, checked
+    COUNTS[recording] = checked
+
+
+COUNTS = {}
+
+
+def test_the_rendered_commands_cover_the_pins_users_meet(tmp_path, environments):
+    """The python.packages fix on Python 3.12 drops 'Pillow<10' and says what works instead; on 3.11 it keeps it."""
+    env = environments[4]  # torch 2.11+cu130
+    for python, pillow in (("3.12", False), ("3.11", True)):
+        interpreter = as_python(tmp_path, env.python, python)
+        report = json.loads(run_cli("check", "--format", "json", "--nvml-fixture", nvml_fixture("h200-driver580.json"),
+                                    "--python", interpreter, "--select", "python.packages").stdout)
+        fix = report["results"][0]["fix"]
+        command = fix["commands"][0]
+        assert ("'Pillow<10'" in command) is pillow, command
+        assert "'numpy<2.4'" in command and "ipython" in command and "torch" not in command.split("install", 1)[1]
+        steps = " ".join(fix["steps"])
+        assert "At a version YOLOv9 cannot use: numpy 2.4.1 does not satisfy <2.4; Pillow 11.0.0" in steps
+        assert "Missing from" in steps and "Pillow" not in steps.split("Missing from")[1].split(".")[1]
+        assert ("getbbox" in steps) is (not pillow)
+
+
+# --- every diagnose fix -----------------------------------------------------------------------------------
+
+def test_every_diagnose_fix_prints_commands_that_can_succeed(tmp_path):
+    ruleset = loader.load(failures=True)
+    facts_file = tmp_path / "facts.json"
+    facts_file.write_text(run_cli("facts", "--nvml-fixture", nvml_fixture("rtx3060-12g-driver525.json")).stdout)
+    this_python = "%d.%d" % sys.version_info[:2]  # the facts were probed with this interpreter
+    texts = [example for failure in ruleset.failures.values() for example in failure.examples]
+    checked, failures = 0, []
+    for text in texts:
+        for args, python in ((["--no-facts"], None), (["--facts", str(facts_file)], this_python)):
+            completed = run_cli("diagnose", "-", "--format", "json", *args, stdin=text + "\n")
+            for match in json.loads(completed.stdout)["matches"]:
+                for command in match["fix"]["commands"]:
+                    if "pip" in command or "conda create" in command:
+                        checked += 1
+                    failures += ["%s (%s): %r: %s" % (match["id"], args[0], command, p)
+                                 for p in problems(command, python)]
+    assert not failures, "\n".join(failures[:20])
+    assert checked >= 20, checked
+    COUNTS["diagnose"] = checked
+
+
+def test_conda_create_names_a_python_current_torch_has_wheels_for():
+    data = torch_wheels.catalog()
+    newest = max(t for t, r in data.releases.items() if r.torchvision)
+    for path in Path(loader.default_rules_dir()).rglob("*.toml"):
+        for found in re.finditer(r"conda create [^\"]*python=(\d+)\.(\d+)", path.read_text()):
+            assert (int(found.group(1)), int(found.group(2))) in data.releases[newest].pythons, (path, found.group(0))
+
+
+# --- the knowledge data agrees with PyPI's own metadata ---------------------------------------------------
+
+def test_the_wheel_data_agrees_with_the_package_index():
+    from packaging.version import Version
+
+    data = torch_wheels.catalog()
+    torch = package_index.releases("torch")
+    torchvision = package_index.releases("torchvision")
+    for release, entry in data.releases.items():
+        minor = "%d.%d" % release
+        on_pypi = sorted({p for v, r in torch.items() if re.match(r"^%s\.\d+$" % re.escape(minor), v)
+                          for p in (r.get("wheels") or {}).get("linux_x86_64", [])}, key=Version)
+        assert ["%d.%d" % p for p in entry.pythons] == on_pypi, (minor, on_pypi)
+        made_for = sorted({v.rsplit(".", 1)[0] for v, r in torchvision.items()
+                           if (r.get("requires_torch") or "").lstrip("=>").startswith(minor + ".")})
+        if entry.torchvision is None:
+            assert not [v for v in made_for if (torchvision.get(v + ".0") or {}).get("requires_torch", "").startswith(
+                "==")], (minor, made_for)
+        else:
+            assert entry.torchvision in made_for, (minor, entry.torchvision, made_for)
+
+
+def test_the_package_index_snapshot_is_dated_and_covers_every_pin_the_rules_name():
+    assert re.match(r"^\d{4}-\d{2}-\d{2}$", package_index.as_of() or "")
+    ruleset = loader.load(failures=True)
+    names = set()
+    for rule in ruleset.rules.values():
+        if rule.comparison.name == "present":
+            params = rule.resolve(None).params
+            names |= {spec.pip for spec in params["required_specs"] + params["recommended_specs"]
+                      if not spec.installed_by}
+    for fix in list(ruleset.fixes.values()) + [f.fix for f in ruleset.failures.values()]:
+        for line in fix.commands:
+            for command in ([line] if isinstance(line, str) else line):
+                for _, install, _ in installs(command):
+                    if install and not install.pytorch_index:
+                        names |= {install.words[i] for i in install.requirements if "{" not in install.words[i]}
+    for requirement in names:
+        name = re.split(r"[<>=!~\[; ]", requirement)[0]
+        assert package_index.known(name), "%s is named by a rule or fix but not in the package index" % name
+
+
+# --- dated knowledge --------------------------------------------------------------------------------------
+
+def test_version_report_and_facts_say_when_the_knowledge_was_taken():
+    as_of = package_index.as_of()
+    assert run_cli("--version").stdout.strip().endswith("(knowledge as of %s)" % as_of)
+    report = json.loads(run_cli("check", "--profile", "node", "--nvml-fixture", nvml_fixture("h200-driver580.json"),
+                                "--format", "json").stdout)
+    assert report["knowledge_as_of"] == as_of and report["notes"] == []
+    assert json.loads(run_cli("facts", "--nvml-fixture", nvml_fixture("h200-driver580.json")).stdout)[
+        "knowledge_as_of"] == as_of
+
+
+@pytest.mark.parametrize("days, noted", [(180, False), (181, True), (400, True)])
+def test_old_knowledge_adds_one_line_and_never_fails(monkeypatch, days, noted):
+    import calendar
+    import time
+
+    taken = calendar.timegm(time.strptime(package_index.as_of(), "%Y-%m-%d"))
+    monkeypatch.setattr(package_index, "now", lambda: taken + days * 86400 + 3600)
+    text = run_cli("check", "--profile", "node", "--nvml-fixture", nvml_fixture("h200-driver580.json"))
+    assert text.returncode == 0
+    lines = [line for line in text.stdout.splitlines() if line.startswith("note: preflight's knowledge")]
+    assert len(lines) == (1 if noted else 0), text.stdout
+    if noted:
+        assert "(%d days ago)" % days in text.stdout and "update preflight" in " ".join(text.stdout.split())
+    report = json.loads(run_cli("check", "--profile", "node", "--nvml-fixture", nvml_fixture("h200-driver580.json"),
+                                "--format", "json").stdout)
+    assert report["ok"] is True and len(report["notes"]) == (1 if noted else 0)
+
+
+def test_the_package_index_lists_releases_oldest_first():
+    """package_index reads a package's releases newest first by walking the file backwards."""
+    from packaging.version import Version
+
+    for name in ("torch", "numpy", "setuptools", "Pillow", "thop"):
+        versions = list(package_index.releases(name))
+        assert versions == sorted(versions, key=Version), name
