@@ -199,10 +199,7 @@ def test_every_check_fix_prints_commands_that_can_succeed(tmp_path, environments
             failures += ["node profile: %r: %s" % (command, p) for p in problems(command, None)]
     assert not failures, "\n".join(failures[:20])
     assert checked >= 50, checked
-    COUNTS[recording] = checked
-
-
-COUNTS = {}
+    print("%s: %d pip commands rendered and checked" % (recording, checked))  # for the record (pytest -s)
 
 
 def test_the_rendered_commands_cover_the_pins_users_meet(tmp_path, environments):
@@ -242,7 +239,7 @@ def test_every_diagnose_fix_prints_commands_that_can_succeed(tmp_path):
                                  for p in problems(command, python)]
     assert not failures, "\n".join(failures[:20])
     assert checked >= 20, checked
-    COUNTS["diagnose"] = checked
+    print("diagnose: %d pip and conda commands rendered and checked" % checked)
 
 
 def test_conda_create_names_a_python_current_torch_has_wheels_for():
