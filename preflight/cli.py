@@ -253,6 +253,18 @@ def cli() -> None:
     Exit codes: 0 passed, 1 a check failed, 2 bad usage, input or output, 3 internal error,
     4 (slurm) scontrol failed, 5 (slurm) unknown, 78 (exec) checks kept the command from
     starting, 130/143 interrupted; exec ends with its command's status; see each command's --help.
+
+    \b
+    Documentation (in the source tree and the sdist): README.md, and
+      docs/workstation.md     check, diagnose, fixes, the JSON report
+      docs/capacity.md        will a workload fit: the method and its limits
+      docs/slurm.md           health check, prolog, node health
+      docs/kubernetes.md      exec, init containers, DaemonSet, NFD, NPD, serve, Prometheus
+      docs/fleet.md           many nodes at once
+      docs/configuration.md   site configuration, options, environment, exit codes
+      docs/writing-rules.md   the default rules and writing your own
+      docs/rules.md           every rule, fact and known failure (generated)
+      docs/architecture.md    how preflight is built and where new code goes
     """
 
 

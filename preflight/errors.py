@@ -10,7 +10,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Every exit code preflight documents (README: Exit codes). Stable."""
+    """Every exit code preflight documents (docs/configuration.md: Exit codes). Stable."""
 
     OK = 0                # no error-severity rule failed (diagnose: nothing known found)
     FAILED = 1            # a check failed or could not be evaluated (diagnose: a known problem found)

@@ -120,7 +120,7 @@ def load(path: Optional[str]) -> Config:
     from preflight.cache import parsed_toml
 
     def error(message: str, hint: str = "") -> ConfigError:
-        return ConfigError(message, hint or "see README: Site configuration")
+        return ConfigError(message, hint or "see docs/configuration.md: Site configuration")
 
     raw = input_files.read_bytes(path, "configuration file %s" % path, error, limit=CONFIG_LIMIT)
     try:
@@ -139,7 +139,7 @@ def _build(path: str, data: Dict[str, Any], text: str) -> Config:
         line = lines.get((section, key)) or lines.get((section, None))
         where = "%s%s: %s%s" % (path, ":%d" % line if line else "", _display(section),
                                 ": %s" % key if key else "")
-        return ConfigError("%s: %s" % (where, problem), hint or "see README: Site configuration")
+        return ConfigError("%s: %s" % (where, problem), hint or "see docs/configuration.md: Site configuration")
 
     for key in data:
         if key not in ("defaults", "match"):

@@ -24,7 +24,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-H200 = os.path.join(HERE, os.pardir, "tests", "fixtures", "nvml", "h200-driver580.json")
+H200 = os.path.join(HERE, os.pardir, "preflight", "recordings", "h200-driver580.json")
 
 
 def _time(argv, env) -> float:

@@ -37,7 +37,7 @@ def base_snapshots() -> List[Dict[str, Any]]:
     from preflight.commands import facts
     from preflight.commands.options import CheckOptions
 
-    return [facts.run(CheckOptions(nvml_fixture=os.path.join(ROOT, "tests", "fixtures", "nvml", name),
+    return [facts.run(CheckOptions(nvml_fixture=os.path.join(ROOT, "preflight", "recordings", name),
                                    use_cache=False)) for name in MACHINES]
 
 

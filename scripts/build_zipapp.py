@@ -25,6 +25,7 @@ import venv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIV = "shiv==1.0.8"
+OLDEST = (3, 8)  # the oldest Python the file claims to serve (its shebang runs any python3)
 
 # The file's own __main__.py, in place of shiv's: shiv's bootstrap unpacks the file under SHIV_ROOT (default
 # ~/.shiv) before preflight runs, and where that folder cannot be made (a read-only or missing HOME, as for
@@ -82,6 +83,11 @@ def main() -> int:
                         ROOT, "tomli>=1.1", "--disable-pip-version-check", "--quiet"],
                        check=True, env=env, cwd=work)
     replace_main(args.output)
+    if sys.version_info[:2] > OLDEST:
+        print("warning: built with Python %d.%d: pip picked the dependencies for it, which may not run on Python "
+              "%d.%d to %d.%d; build with python%d.%d for a file every supported Python runs"
+              % (sys.version_info[:2] + OLDEST + (sys.version_info[0], sys.version_info[1] - 1) + OLDEST),
+              file=sys.stderr)
     size = os.path.getsize(args.output) / 1e6
     print("built %s (%.1f MB) with Python %d.%d" % (args.output, size, sys.version_info[0], sys.version_info[1]))
     return 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Print README's capacity table from the shipped workload catalog and the H200 measurements.
+"""Print the capacity table of docs/capacity.md from the shipped workload catalog and the H200 measurements.
 
 For every workload: its parameters and basis (measured on the H200, or derived
 for GELAN); training with AMP at batch 16 and --img 640, the H200 measurement

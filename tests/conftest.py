@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
-NVML_FIXTURES = FIXTURES / "nvml"
+NVML_FIXTURES = REPO / "preflight" / "recordings"  # the NVML recordings ship with preflight (--nvml-fixture NAME)
 SHARED_NVML = REPO.parent / "shared" / "fixtures" / "nvml"
 # Subprocesses start here, not in the repository, so that `python -m preflight`
 # runs the installed package (a wheel in CI, an editable install when developing).

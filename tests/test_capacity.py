@@ -392,17 +392,6 @@ def test_an_uncovered_workload_is_a_clear_error():
     assert "gelan-c" in completed.stderr and "yolov9-e" in completed.stderr
 
 
-def test_the_readme_capacity_table_is_the_scripts_output():
-    completed = subprocess.run([sys.executable, str(REPO / "scripts" / "capacity_table.py")], capture_output=True,
-                               text=True, timeout=60)
-    assert completed.returncode == 0, completed.stderr
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    rows = completed.stdout.splitlines()[2:]
-    assert len(rows) == len(RULESET.workloads)
-    for row in rows:
-        assert row in readme, "README's capacity table is stale: run scripts/capacity_table.py (%s)" % row
-
-
 def test_fix_commands_use_the_models_own_scripts_and_a_batch_one_gpu_holds():
     report = run_json("check", "--select", "gpu.memory.workload", "--workload", "gelan-c", "--batch", "128",
                       "--nvml-fixture", A100X2)

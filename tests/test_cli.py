@@ -66,7 +66,7 @@ FIXTURE_EXPECTATIONS = {
 
 
 def test_every_shared_fixture_has_expectations():
-    names = {p.name for p in (REPO / "tests" / "fixtures" / "nvml").glob("*.json")}
+    names = {p.name for p in (REPO / "preflight" / "recordings").glob("*.json")}
     assert names == set(FIXTURE_EXPECTATIONS)
 
 

@@ -155,28 +155,3 @@ def test_the_dockerfiles_use_real_commands():
     assert parses(["preflight"] + json.loads(re.search(r"^CMD (\[.*\])$", image, re.M).group(1)))[0] == "check"
 
 
-def readme_commands():
-    """The command lines of the README: `$ preflight ...` prompts and the lines of ```bash blocks."""
-    found, in_bash = [], False
-    for line in (REPO / "README.md").read_text().splitlines():
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            in_bash = stripped in ("```bash", "```sh")
-            continue
-        if stripped.startswith("$ "):
-            stripped = stripped[2:]
-        elif not in_bash:
-            continue
-        stripped = stripped.split("  #")[0].strip()
-        if re.match(r"^preflight [a-z]+ ", stripped) and "..." not in stripped:
-            found.append(stripped)
-    return found
-
-
-def test_the_readme_command_lines_parse():
-    commands = readme_commands()
-    assert len(commands) >= 10
-    for line in commands:
-        parses(shlex.split(line))
-    names = {shlex.split(line)[1] for line in commands}
-    assert {"check", "exec", "slurm", "diagnose", "plan"} <= names

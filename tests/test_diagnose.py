@@ -432,9 +432,9 @@ def test_bad_failure_entries_exit_2(tmp_path, entry, problem):
     assert "failure 'site.x'" in completed.stderr and problem in completed.stderr, completed.stderr
 
 
-def test_readme_documents_diagnose_with_a_worked_example():
-    readme = (REPO / "README.md").read_text()
-    assert "preflight diagnose" in readme and "## Diagnose a failed run" in readme
+def test_the_docs_document_diagnose_with_a_worked_example():
+    page = (REPO / "docs" / "workstation.md").read_text()
+    assert "$ preflight diagnose docs/examples/" in page and "## Diagnose a failed run" in page
 
 
 # --- no log can make diagnose slow --------------------------------------------------------------

@@ -27,7 +27,7 @@ def test_check_diagnose_and_plan_fit_the_width(columns):
                 for log in sorted((REPO / "tests" / "corpus").glob("*"))]
     outputs += [run_cli("plan", "--workload", workload, "--nvml-fixture", H200, env=env).stdout
                 for workload in ("gelan-c", "yolov9-e")]
-    outputs.append(run_cli("fleet", str(REPO / "tests" / "fixtures" / "nvml"), str(REPO / "tests" / "fixtures" /
+    outputs.append(run_cli("fleet", str(REPO / "preflight" / "recordings"), str(REPO / "tests" / "fixtures" /
                                                                                   "reference-facts.json"),
                            env=env).stdout)
     for text in outputs:

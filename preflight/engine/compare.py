@@ -462,7 +462,8 @@ class PresentComparison(Comparison):
     # missing: not installed or not importable; mismatched: installed at a version the pin excludes (only a
     # version to change, never "missing"); missing_pip: what pip installs for both, where preflight's own
     # fixes do not (installed_by); installed_by: those others, with the rule whose fix installs them.
-    details = ("missing", "mismatched", "missing_pip", "installed_by", "missing_required", "missing_recommended")
+    details = ("missing", "mismatched", "missing_pip", "installed_by", "missing_required", "missing_recommended",
+               "optional")
 
     def check(self, params, enum_values):
         if not params.get("required") and not params.get("recommended"):
@@ -517,6 +518,7 @@ class PresentComparison(Comparison):
                                       for s in elsewhere) or None,
             "missing_required": ", ".join(s.name for s, _ in bad_required) or "none",
             "missing_recommended": ", ".join(s.name for s, _ in bad_recommended) or "none",
+            "optional": ", ".join(s.name for s, _ in bad_recommended) or None,
         }
         if not missing:
             return Verdict(PASS, "all %d present" % (len(required) + len(recommended)), details)
