@@ -234,10 +234,21 @@ def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, s
     return values
 
 
-def _with_machine_gpu(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, str]:
-    """The run's values, with this machine's first visible GPU's memory when the log does not say (the capacity
-    model then sizes the run for the GPU it ran on: the facts are only used when they are that machine's)."""
-    if facts is None or RUN_PREFIX + "gpu_mib" in run:
+def _with_machine(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, str]:
+    """The run's values, with what this machine's facts know where the log does not say: the first visible
+    GPU's memory (the capacity model then sizes the run for the GPU it ran on) and the Python (the torch to
+    install must have wheels for it). Only called with facts that are that machine's."""
+    if facts is None:
+        return run
+    run = dict(run)
+    if RUN_PREFIX + "python" not in run:
+        try:
+            version = facts.section("python").get("version")
+        except Unknown:
+            version = None
+        if version:
+            run[RUN_PREFIX + "python"] = str(version)
+    if RUN_PREFIX + "gpu_mib" in run:
         return run
     try:
         visible = facts.visible_indices()
@@ -310,12 +321,13 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
     facts = SnapshotView(snapshot) if snapshot is not None else None
     run = run_values(scan, ruleset) if scan is not None else {}
     same = _same_machine(run, facts)
-    run_plain = {plain: run[RUN_PREFIX + name] for name, plain in _RUN_AS_FACTS.items() if RUN_PREFIX + name in run}
     notes = _notes(run, facts, same, snapshot)
     if facts is not None and not same:
         facts = None  # this machine is not where the log ran: its facts would mislead
         for finding in found:
             finding.checks = []
+    run = _with_machine(run, facts)
+    run_plain = {plain: run[RUN_PREFIX + name] for name, plain in _RUN_AS_FACTS.items() if RUN_PREFIX + name in run}
     for finding in found:
         failure = finding.failure
         groups = finding.hit.groups
@@ -334,7 +346,7 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
             from preflight import torch_wheels
 
             base["torch_pythons"] = torch_wheels.pythons_text()
-        base.update(_derived(groups, ruleset, _with_machine_gpu(run, facts)))
+        base.update(_derived(groups, ruleset, run))
         base.update(run)
         from_log = dict(groups)
         from_log.update((RUN_PREFIX + name, value) for name, value in groups.items())
