@@ -337,7 +337,8 @@ def explain(rule_id, rules_paths) -> int:
 @click.option("--list", "list_catalog", is_flag=True, help="List the known failures instead of reading a log.")
 @click.option("--color", type=_COLORS, default="auto", show_default=True)
 @OUTPUT
-@check_options(PROBE, consume=("facts_file", "profile"))
+@CONFIG
+@check_options(PROBE, consume=("facts_file", "profile", "config"))
 def diagnose(options, log, output_format, no_facts, list_catalog, color, output) -> int:
     """Read a failed run's log (a file, '-' or a pipe) and name each known problem with its cause and fix.
 
@@ -388,8 +389,9 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS")
 @click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
               help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
+@CONFIG
 @check_options(consume=("workload", "task", "batch", "imgsz", "fp32", "half", "optimizer", "max_objects", "facts_file",
-                        "nvml_fixture", "timeout", "rules_paths"))
+                        "nvml_fixture", "timeout", "rules_paths", "config"))
 def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, output, color) -> int:
     """Will a workload fit, and which GPU to use: memory needed, whether it fits, and the largest batch, per GPU."""
     from preflight.commands import plan as command

@@ -19,15 +19,35 @@ def host_name() -> str:
         return platform.node()
 
 
+def machine_gpus(snapshot: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Every GPU NVML lists on the machine, lost ones too (the inventory, the fleet's drift), in NVML's order."""
+    nvml = snapshot.get("nvml") if isinstance(snapshot.get("nvml"), dict) else {}
+    gpus = nvml.get("gpus")
+    return [gpu for gpu in gpus if isinstance(gpu, dict)] if isinstance(gpus, list) else []
+
+
+def visible_gpus(snapshot: Dict[str, Any], readable: bool = False) -> List[Dict[str, Any]]:
+    """The GPUs a CUDA program here sees, in CUDA's order (CUDA_VISIBLE_DEVICES applied; a GPU some of whose MIG
+    instances are selected counts as that GPU); with ``readable``, only those NVML can read (not lost).
+
+    The one answer to "which GPUs count" for the rules (every visible GPU is a subject, a lost one too), the NFD
+    labels, the Prometheus GPU series, capacity planning and diagnose. Without visibility facts, every GPU.
+    """
+    gpus = machine_gpus(snapshot)
+    visibility = snapshot.get("visibility") if isinstance(snapshot.get("visibility"), dict) else None
+    if visibility is not None and isinstance(visibility.get("visible"), list):
+        by_index = {gpu.get("index"): gpu for gpu in gpus}
+        gpus = [by_index[index] for index in visibility["visible"] if index in by_index]
+    return [gpu for gpu in gpus if not (readable and gpu.get("lost"))]
+
+
 def of(snapshot: Dict[str, Any]) -> Dict[str, Any]:
     """The inventory of a facts snapshot; parts the snapshot lacks are null."""
     nvml = snapshot.get("nvml") if isinstance(snapshot.get("nvml"), dict) else {}
     python = snapshot.get("python") if isinstance(snapshot.get("python"), dict) else {}
     torch = python.get("torch") if isinstance(python.get("torch"), dict) else {}
     gpus: List[Dict[str, Any]] = []
-    for gpu in nvml.get("gpus") or []:
-        if not isinstance(gpu, dict):
-            continue
+    for gpu in machine_gpus(snapshot):
         memory = gpu.get("memory") if isinstance(gpu.get("memory"), dict) else {}
         gpus.append({"index": gpu.get("index"), "name": gpu.get("name"), "uuid": gpu.get("uuid"),
                      "pci_bus_id": gpu.get("pci_bus_id"), "memory_total": memory.get("total"),

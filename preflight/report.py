@@ -13,8 +13,20 @@ from typing import Any, Dict, List, Optional
 
 from preflight.engine.evaluate import STATUSES, Result
 from preflight.errors import ExitCode, NpdCode
+from preflight.facts.view import NO_CONTEXT, Context
 
 SCHEMA = "preflight.report/1"
+
+
+def blocks(status: str, severity: str, strict: bool = False) -> bool:
+    """Whether a result with this status and severity makes a check fail: the one verdict policy, used by every
+    command, renderer and the fleet alike. An error-severity rule that fails or cannot be evaluated blocks; with
+    ``strict``, so does any warning and any failure of a warning-severity rule; an ``info`` rule never blocks."""
+    if severity == "info":
+        return False
+    if strict:
+        return status in ("fail", "warn", "error")
+    return status in ("fail", "error") and severity == "error"
 
 
 def one_line(results: List[Result], limit: int = 200) -> str:
@@ -31,21 +43,21 @@ def one_line(results: List[Result], limit: int = 200) -> str:
 
 class Report:
     def __init__(self, profile: str, results: List[Result], strict: bool = False,
-                 facts_source: str = "live", seconds: float = 0.0, facts: Optional[Dict[str, Any]] = None) -> None:
+                 facts_source: str = "live", seconds: float = 0.0, facts: Optional[Dict[str, Any]] = None,
+                 context: Context = NO_CONTEXT) -> None:
         self.profile = profile
         self.results = results
         self.strict = strict
         self.facts_source = facts_source
         self.seconds = seconds
         self.facts = facts or {}  # the snapshot the results came from (GPU facts for NFD and Prometheus)
+        self.context = context  # what the run asked of it (the workload, the GPUs expected)
         self.finished_at = time.time()
         self.notes: List[str] = []  # lines for the reader that change no verdict (knowledge that may be stale)
 
     def blocking(self) -> List[Result]:
-        """The results that make the check fail."""
-        if self.strict:
-            return [r for r in self.results if r.status in ("fail", "warn", "error") and r.severity != "info"]
-        return [r for r in self.results if r.status in ("fail", "error") and r.severity == "error"]
+        """The results that make the check fail (``blocks``)."""
+        return [r for r in self.results if blocks(r.status, r.severity, self.strict)]
 
     def reason(self, limit: int = 200) -> str:
         """Why the check fails, in one line (see ``one_line``)."""

@@ -119,7 +119,8 @@ def test_value_classes_are_immutable_with_readable_repr_and_equality():
     from preflight.engine.loader import load
     from preflight.engine.model import ResolvedRule, Rule
     from preflight.facts.collect import Options
-    from preflight.facts.registry import Condition, Fact
+    from preflight.facts.conditions import Condition
+    from preflight.facts.registry import Fact
     from preflight.capacity.planning import Plan, Row
 
     for cls in (Estimate, GpuModel, Workload, CheckOptions, OutputOptions, WorkloadOptions, Failure, Pattern,

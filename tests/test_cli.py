@@ -300,8 +300,8 @@ def test_the_check_imports_no_torch_and_rules_loads_no_nvml(fake_env, tmp_path):
     env.add_torch(import_log=tmp_path / "log")
     code = (
         "import sys\n"
-        "from preflight.commands import check, options\n"
-        "report = check.run(options.CheckOptions(nvml_fixture=%r, use_cache=False))\n"
+        "from preflight.commands import options, pipeline\n"
+        "report = pipeline.check(options.CheckOptions(nvml_fixture=%r, use_cache=False))\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "print(sorted(r.status for r in report.results if r.id == 'torch.cuda'))\n"
     ) % nvml_fixture("h200-driver580.json")
@@ -320,9 +320,9 @@ def test_the_check_imports_no_torch_and_rules_loads_no_nvml(fake_env, tmp_path):
 
 
 def test_internal_errors_are_reported_without_a_traceback(tmp_path):
-    code = ("import preflight.commands.check as c\n"
+    code = ("import preflight.commands.pipeline as c\n"
             "def boom(*a, **k): raise RuntimeError('simulated bug')\n"
-            "c.run = boom\n"
+            "c.check = boom\n"
             "from preflight.cli import main\nmain(['check'])\n")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), cwd=NEUTRAL_CWD)
     assert completed.returncode == 3

@@ -9,10 +9,11 @@ from typing import Any, Dict
 import pytest
 
 from conftest import FIXTURES
-from preflight.commands import common
+from preflight.commands import pipeline
 from preflight.commands.options import WorkloadOptions
 from preflight.engine import loader
 from preflight.engine.evaluate import evaluate
+from preflight.facts.view import Context
 
 REFERENCE = json.loads((FIXTURES / "reference-facts.json").read_text())
 RULESET = loader.load(capacity=True)
@@ -38,19 +39,26 @@ def machine(example: Dict[str, Any]) -> Dict[str, Any]:
         for key in parents:
             target = target[key]
         del target[last]
+    return snapshot
+
+
+def context(example: Dict[str, Any], snapshot: Dict[str, Any]) -> Context:
+    """The run's context an example gives: a workload (sized and split as check does), the GPUs expected."""
+    workload = None
     if example.get("workload"):
         wanted = example["workload"]
-        request = common.workload_request(RULESET, WorkloadOptions(wanted["id"], wanted.get("task", "train"),
-                                                                   wanted.get("batch"), wanted.get("img", 640)))
-        common.attach_workload(request, snapshot, RULESET)
-    return snapshot
+        request = pipeline.workload_request(RULESET, WorkloadOptions(wanted["id"], wanted.get("task", "train"),
+                                                                     wanted.get("batch"), wanted.get("img", 640)))
+        workload = pipeline.split_workload(request, snapshot, RULESET)
+    return Context(workload, example.get("expected_gpus"))
 
 
 @pytest.mark.parametrize("rule, index, example", EXAMPLES,
                          ids=["%s[%d]-%s" % (rule.id, index, example["expect"]) for rule, index, example in EXAMPLES])
 def test_rule_example(rule, index, example):
     settings = {key: str(value) for key, value in example.get("set", {}).items()}
-    results = evaluate([rule.resolve(example["profile"], settings)], machine(example))
+    snapshot = machine(example)
+    results = evaluate([rule.resolve(example["profile"], settings)], snapshot, context(example, snapshot))
     statuses = [r.status for r in results]
     assert example["expect"] in statuses, (statuses, [r.message for r in results])
     shown = [r for r in results if r.status == example["expect"]][0]

@@ -8,7 +8,7 @@ from preflight.engine.loader import RuleSet
 from preflight.capacity import estimate
 from preflight.capacity.workloads import GpuModel
 from preflight.errors import PreflightError
-from preflight.facts.registry import SnapshotView, Unknown
+from preflight.facts.view import SnapshotView, Unknown
 
 
 class Row(NamedTuple):

@@ -6,7 +6,7 @@ import json
 from typing import Callable, List, Optional, Sequence
 
 from preflight import site_config
-from preflight.commands import site
+from preflight.commands import pipeline, site
 from preflight.commands.options import CheckOptions
 
 
@@ -19,23 +19,15 @@ def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partit
     config = site.read(path, options, warn)
     names = tuple(gpus) or None
     if names is None and site_config.needs_gpus(config):
-        _, names = site._machine_gpus(options)
+        _, names = site.machine_gpus(options)
     here = site.target(options, None, names, host)
     if partitions or features:
         here = here._replace(partitions=tuple(partitions) or here.partitions, features=tuple(features) or None)
-    effective = site_config.effective(config, here) if config.sections else None
-    applied = _applied(options, config, effective)
-    problems = []
-    if effective is not None:
-        from preflight.commands import common
-
-        site_config.check_rule_paths(effective)
-        ruleset = common.load_rules(list(applied.options.rules_paths))
-        site.validate(applied, ruleset)  # ids in set, select, ignore
-        if not common.choose_rules(applied.options, ruleset):
-            problems.append(site.no_rules_left(applied).message)
+    applied = site.apply(options, None, warn, here, config)
+    prepared = pipeline.prepare(options, warn, applied=applied, checking=False)  # ids in set, select, ignore
+    problems = [] if prepared.rules else [pipeline.no_rules_left(applied).message]
     rows = site.origins(applied)
-    sections = effective.applied if effective else []
+    sections = applied.effective.applied if applied.effective else []
     if output_format == "json":
         echo(json.dumps({
             "config": path,
@@ -48,16 +40,6 @@ def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partit
         return 0
     echo(_text(path, here, rows, sections, problems))
     return 0
-
-
-def _applied(options: CheckOptions, config, effective) -> site.Applied:
-    """The options as the file would change them (the command line of `config show` gives none)."""
-    if effective is None:
-        return site.Applied(options, config, None, None)
-    changes = {field: effective.values[key] for key, field in site.FIELDS.items() if key in effective.values}
-    changes["settings"] = [item for item, _ in effective.set_items]
-    changes["rules_paths"] = [path for path, _ in effective.rules]
-    return site.Applied(options.replace(**changes), config, effective, None)
 
 
 def _text(path, here: site_config.Target, rows, sections, problems=()) -> str:

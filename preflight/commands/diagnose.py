@@ -53,7 +53,13 @@ def run(path: str, options: CheckOptions, use_facts: bool = True, warn: common.W
     from preflight.diagnose import diagnosis
     from preflight.diagnose.scan import scan
 
-    ruleset = common.load_rules(options.rules_paths, warn, failures=True, capacity=True)
+    from preflight.commands import pipeline, site
+
+    # The site configuration's rules and settings apply; with --no-facts this machine is not looked at, so a
+    # [[match]] on its GPUs does not apply either.
+    here = None if use_facts else site.target(options)
+    prepared = pipeline.prepare(options, warn, target=here, kinds=("failures", "capacity"), checking=False)
+    options, ruleset = prepared.options, prepared.ruleset
     stream = open_log(path)
     try:
         result = scan(stream, list(ruleset.failures.values()), clues=list(ruleset.clues.values()))
@@ -71,10 +77,10 @@ def run(path: str, options: CheckOptions, use_facts: bool = True, warn: common.W
     if found and use_facts:
         probes = diagnosis.probes_for(found, ruleset)
         if probes or options.facts_file:
-            rules = [ruleset.rules[r].resolve(options.profile) for f in found for r in f.failure.rules
-                     if r in ruleset.rules]
-            snapshot, facts_source = common.snapshot(options, probes, selection.required_packages(rules))
-    notes = diagnosis.complete(found, ruleset, snapshot, options.profile, result)
+            rules = [prepared.resolve(r) for f in found for r in f.failure.rules if r in ruleset.rules]
+            snapshot, facts_source = common.snapshot(options, probes, selection.required_packages(rules),
+                                                     prepared.applied.early_facts)
+    notes = diagnosis.complete(found, ruleset, snapshot, prepared.resolve, result)
     return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source, notes)
 
 

@@ -7,7 +7,7 @@ import sys
 from typing import Callable, Sequence
 
 from preflight import entrypoint
-from preflight.commands import check, common
+from preflight.commands import common, pipeline
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode
 
@@ -20,7 +20,7 @@ def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, wa
     if entrypoint.skip_requested(os.environ):
         log("preflight: %s is set: checks skipped; starting %s" % (entrypoint.SKIP_VARIABLE, " ".join(command)))
         return entrypoint.become(command, log)
-    report = entrypoint.check_until(lambda: check.run(options, warn), retry_timeout, sleep, log)
+    report = entrypoint.check_until(lambda: pipeline.check(options, warn), retry_timeout, sleep, log)
     from preflight.render import formats
 
     log(formats.render(report, shown.format, quiet=shown.quiet, color=shown.colored(sys.stderr), show_exit=False))

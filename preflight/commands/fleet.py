@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import List, Optional
 
-from preflight.commands import common, site
+from preflight.commands import common, pipeline, site
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode, FactsFileError, PreflightError
 from preflight.fleet import read
@@ -21,11 +21,11 @@ from preflight.fleet.aggregate import Fleet, fingerprint
 
 
 class Evaluator:
-    """Turns each document into a node of the fleet: a report as it is, a snapshot through the rules.
+    """Turns each document into a node of the fleet: a report as it is, a snapshot through the pipeline.
 
     A site configuration applies per node, as on the node itself: its [[match]] sections are matched against
     the snapshot's host name and GPU names (Slurm partitions and features are unknown here, so such a match does
-    not apply). The rules for each distinct configuration are built once.
+    not apply). The file is read once and the rules for each distinct configuration are prepared once.
     """
 
     def __init__(self, options: CheckOptions, warn: common.Warn = None) -> None:
@@ -35,51 +35,39 @@ class Evaluator:
         path = site.locate(options.config, environ)
         if path is not None:
             self.config = site.read(path, options, warn)
-        self._rules: dict = {}
-        self.options, self.rules = self._for(None)  # the command line's (and [defaults']): reports use these
-        self.chosen = {rule.id for rule in self.rules}
+        self._prepared: dict = {}
+        self.defaults = self._for(None)  # the command line's (and [defaults']): reports are filtered by these
+        self.chosen = {rule.id for rule in self.defaults.rules}
 
-    def _for(self, target) -> tuple:
-        """(options, rules) for a node the configuration sees as ``target`` (None: no host or GPU known)."""
-        options = self.given
-        effective = None
-        if self.config is not None and self.config.sections:
-            from preflight import site_config
+    def _for(self, here) -> pipeline.Prepared:
+        """What a node the configuration sees as ``here`` is judged by (None: no host or GPU known)."""
+        from preflight import site_config
 
-            effective = site_config.effective(self.config, target or site_config.Target(""))
+        applied = site.Applied(self.given, self.config, None, None)
+        if self.config is not None:
+            applied = site.apply(self.given, None, self.warn, here or site_config.Target(""), self.config)
+        effective = applied.effective
         key = None if effective is None else (
             tuple(sorted((k, repr(v)) for k, v in effective.values.items())),
             tuple(item for item, _ in effective.set_items), tuple(path for path, _ in effective.rules))
-        if key in self._rules:
-            return self._rules[key]
-        if effective is not None:
-            options = site.merged(options, effective)
-        ruleset = common.load_rules(options.rules_paths, self.warn)
-        applied = site.Applied(options, self.config, effective, None)
-        site.validate(applied, ruleset)
-        rules = common.choose_rules(options, ruleset)
-        if not rules:
-            raise site.no_rules_left(applied)
-        self._rules[key] = (options, rules)
-        return self._rules[key]
+        if key not in self._prepared:
+            self._prepared[key] = pipeline.prepare(self.given, self.warn, applied=applied)
+        return self._prepared[key]
 
     def add(self, fleet: Fleet, document: read.Document) -> None:
         from preflight import inventory
-        from preflight.engine.evaluate import evaluate
         from preflight.facts import snapshot
-        from preflight.report import Report
 
         data = document.data
         if document.kind == "report":
             results = [r for r in data["results"] if isinstance(r, dict)]
-            ok = bool(data.get("ok"))
-            if self.options.select or self.options.ignore:  # the same rules as the snapshots are judged by
+            options = self.defaults.options
+            if options.select or options.ignore:  # the same rules as the snapshots are judged by
                 results = [r for r in results if r.get("id") in self.chosen]
-                ok = not any(r.get("status") in ("fail", "error") and r.get("severity") == "error" for r in results)
-            if self.options.strict:
-                ok = ok and not any(r.get("status") in ("warn", "fail", "error") for r in results)
+            # Judged again by the one policy (report.blocks): a report judged strictly where it ran stays so.
+            strict = options.strict or data.get("strict") is True
             host = data.get("host") if isinstance(data.get("host"), str) else None
-            fleet.add(host, document.path, ok, results, data.get("inventory") if isinstance(
+            fleet.add(host, document.path, results, strict, data.get("inventory") if isinstance(
                 data.get("inventory"), dict) else None)
             return
         try:
@@ -87,23 +75,19 @@ class Evaluator:
         except FactsFileError as exc:
             fleet.add_unreadable(document.path, str(exc))
             return
-        data.pop("workload", None)
         host = data.get("hostname") if isinstance(data.get("hostname"), str) else None
-        options, rules = self.options, self.rules
+        prepared = self.defaults
         if self.config is not None:
             from preflight import site_config
 
             try:
-                options, rules = self._for(site_config.Target((host or "").split(".")[0], site.gpu_names(data)))
+                prepared = self._for(site_config.Target((host or "").split(".")[0], site.gpu_names(data)))
             except PreflightError as exc:  # this node's configuration leaves nothing to judge it by
                 fleet.add_unreadable(document.path, "cannot judge %s: %s" % (host or "this node", exc.message))
                 return
-        expected = common.expected_gpus(options, data)
-        if expected is not None:
-            data["expected_gpus"] = expected
-        results = evaluate(rules, data)
-        report = Report(options.profile, results, strict=options.strict, facts=data)
-        fleet.add(host, document.path, report.ok, [r.to_json() for r in results], inventory.of(data), data)
+        report = pipeline.judge(prepared, data, "file %s" % document.path)
+        fleet.add(host, document.path, [r.to_json() for r in report.results], report.strict, inventory.of(data),
+                  data)
 
 
 def run(options: CheckOptions, paths: List[str], warn: common.Warn = None, baseline: Optional[str] = None) -> Fleet:

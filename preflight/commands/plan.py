@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-from preflight.commands import common
+from preflight.commands import common, pipeline
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode, PreflightError
 
@@ -36,12 +36,12 @@ def custom_gpu(size: str, compute_capability: Optional[str]):
 def run(options: CheckOptions, gpu_filters: List[str], warn: common.Warn = None, custom=None):
     from preflight.capacity import planning
 
-    ruleset = common.load_rules(options.rules_paths, warn, capacity=True)
-    request = common.workload_request(ruleset, options.workload)  # the trainers' default batch when none is given
+    prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
+    request = prepared.workload  # sized for the trainers' default batch when none is given
     if custom is not None:  # that GPU alone: this machine's are not probed
-        return planning.plan(request, ruleset, None, gpu_filters, custom)
-    snapshot, _ = common.snapshot(options, {"nvml"}, [])
-    return planning.plan(request, ruleset, snapshot, gpu_filters)
+        return planning.plan(request, prepared.ruleset, None, gpu_filters, custom)
+    snapshot, _ = common.snapshot(prepared.options, {"nvml"}, [], prepared.applied.early_facts)
+    return planning.plan(request, prepared.ruleset, snapshot, gpu_filters)
 
 
 def main(options: CheckOptions, gpu_filters: List[str], shown: OutputOptions, warn: common.Warn = None,

@@ -19,26 +19,16 @@ def parse_listen(text: str):
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def _validate(options: CheckOptions, warn: common.Warn) -> None:
-    from preflight.commands import site
-
-    applied = site.apply(options, None, warn)
-    ruleset = common.load_rules(applied.options.rules_paths, warn, capacity=applied.options.workload is not None)
-    site.validate(applied, ruleset)
-    if not common.choose_rules(applied.options, ruleset):
-        raise site.no_rules_left(applied)
-
-
 def main(options: CheckOptions, listen: str, interval: float, nfd_output: Optional[str], expires_in: float,
          warn: common.Warn = None) -> int:
     import signal
 
     from preflight import serve
-    from preflight.commands import check
+    from preflight.commands import pipeline
 
     host, port = parse_listen(listen)
     latest = serve.Latest()
-    _validate(options, warn)  # bad options or rule files: exit 2 now, not in the background later
+    pipeline.prepare(options, warn)  # bad options, configuration or rule files: exit 2 now, not in the background
 
     def after(report) -> None:
         if nfd_output:
@@ -51,7 +41,7 @@ def main(options: CheckOptions, listen: str, interval: float, nfd_output: Option
         server = serve.make_server(host, port, latest)
     except OSError as exc:
         raise PreflightError("--listen %s: %s" % (listen, exc.strerror or exc), "choose another port or address")
-    checker = serve.Checker(lambda: check.run(options, warn), interval, latest, after)
+    checker = serve.Checker(lambda: pipeline.check(options, warn), interval, latest, after)
     stopped = threading.Event()
 
     def stop(signum, frame) -> None:

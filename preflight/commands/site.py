@@ -58,8 +58,11 @@ def target(options: CheckOptions, node=None, gpus: Optional[Tuple[str, ...]] = N
     return site_config.Target(host or host_name(), gpus, partitions, None)
 
 
-def gpu_names(facts: Dict[str, Any]) -> Tuple[str, ...]:
-    return tuple(gpu.get("name") or "" for gpu in (facts.get("nvml") or {}).get("gpus") or [])
+def gpu_names(snapshot: Dict[str, Any]) -> Tuple[str, ...]:
+    """The GPU names a [[match]] gpus selector is matched against: every GPU of the machine."""
+    from preflight import inventory
+
+    return tuple(gpu.get("name") or "" for gpu in inventory.machine_gpus(snapshot))
 
 
 # The commands that admit nodes or start jobs unattended, often as root: an unsafe configuration is refused.
@@ -84,22 +87,28 @@ def read(path: Optional[str], options: CheckOptions, warn=None) -> "site_config.
     return site_config.load(path)
 
 
-def apply(options: CheckOptions, node=None, warn=None) -> Applied:
-    """Read the configuration and merge what applies here under the command line's own options."""
-    environ = options.environ if options.environ is not None else os.environ
-    path = locate(options.config, environ)
-    if path is None:
-        return Applied(options, None, None, None)
-    from preflight import site_config
-
-    config = read(path, options, warn)
+def apply(options: CheckOptions, node=None, warn=None, here: "Optional[site_config.Target]" = None,
+          config: "Optional[site_config.Config]" = None) -> Applied:
+    """Read the configuration (or take ``config``, already read) and merge what applies under the command line's
+    own options. It applies to ``here`` when given (a snapshot's host and GPUs), else to this machine or the Slurm
+    ``node``: its GPU names then come from one NVML probe (or the saved snapshot), reused by the check."""
+    if config is None:
+        environ = options.environ if options.environ is not None else os.environ
+        path = locate(options.config, environ)
+        if path is None:
+            return Applied(options, None, None, None)
+        config = read(path, options, warn)
     if not config.sections:
         return Applied(options, config, None, None)
+    from preflight import site_config
+
     early = None
-    gpus = None
-    if site_config.needs_gpus(config):
-        early, gpus = _machine_gpus(options)
-    effective = site_config.effective(config, target(options, node, gpus))
+    if here is None:
+        gpus = None
+        if site_config.needs_gpus(config):
+            early, gpus = machine_gpus(options)
+        here = target(options, node, gpus)
+    effective = site_config.effective(config, here)
     return Applied(merged(options, effective), config, effective, early)
 
 
@@ -117,7 +126,7 @@ def merged(options: CheckOptions, effective: "site_config.Effective") -> CheckOp
     return options.replace(**changes)
 
 
-def _machine_gpus(options: CheckOptions):
+def machine_gpus(options: CheckOptions):
     """The GPU names a `gpus` selector matches: from the saved snapshot, else one NVML probe (reused later)."""
     if options.facts_file:
         from preflight.facts import snapshot as snapshot_file
@@ -151,27 +160,6 @@ def validate(applied: Applied, ruleset: "loader.RuleSet") -> None:
             except PreflightError as exc:
                 raise site_config.ConfigError("%s: %s" % (effective.origins[key].location,
                                                           exc.message.split(": ", 1)[-1]), exc.hint)
-
-
-def no_rules_left(applied: Applied) -> PreflightError:
-    """The error when the selection leaves no rule to check: a verdict needs rules (an empty one would say OK)."""
-    options, effective = applied.options, applied.effective
-    said = []
-    for key in ("select", "ignore"):
-        values = getattr(options, key)
-        if not values:
-            continue
-        if key in options.given or effective is None or key not in effective.origins:
-            where = "--%s" % key
-        else:
-            where = effective.origins[key].text
-        said.append("%s %s (%s)" % (key, ",".join(values), where))
-    why = "; ".join(said) or "the rule files give profile %s no rule" % options.profile
-    return PreflightError(
-        "no rule is left to check in profile %s: %s. A check without rules would pass anything, so preflight "
-        "refuses to give a verdict" % (options.profile, why),
-        "'preflight config show' says where each setting comes from; 'preflight rules --profile %s' lists the "
-        "rules" % options.profile)
 
 
 def origins(applied: Applied) -> List[Tuple[str, str, str]]:

@@ -6,7 +6,7 @@ import os
 from typing import Callable, Optional
 
 from preflight import slurm as admission
-from preflight.commands import check, common
+from preflight.commands import common, pipeline
 from preflight.commands.options import CheckOptions
 from preflight.errors import ExitCode
 
@@ -17,8 +17,8 @@ def main(options: CheckOptions, node: Optional[str], scontrol: Optional[str], sl
     tool = admission.Scontrol(admission.find_scontrol(scontrol, os.environ),
                               admission.find_slurm_conf(slurm_conf, os.environ), scontrol_timeout, os.environ)
     info = tool.node(name)  # first: its Gres says how many GPUs the checks expect
-    report = check.run(options, warn, node=info)
-    expected = report.facts.get("expected_gpus") if report.facts else None
+    report = pipeline.check(options, warn, node=info)
+    expected = report.context.expected_gpus
     if expected and expected["count"] == 0:
         log("preflight: %s is not a GPU node (%s): GPU checks skipped" % (name, expected["source"]))
     failures, undetermined = admission.verdict(report)

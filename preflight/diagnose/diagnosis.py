@@ -23,7 +23,8 @@ from preflight.engine.evaluate import Result, evaluate
 from preflight.engine.loader import RuleSet
 from preflight.engine.placeholders import RUN_PREFIX, fact_variable
 from preflight.errors import ExitCode
-from preflight.facts.registry import REGISTRY, SnapshotView, Unknown
+from preflight.facts.registry import REGISTRY
+from preflight.facts.view import SnapshotView, Unknown
 
 # Values every fix may rely on when nothing better is known. No wheel index is assumed here: which torch
 # to install depends on the driver, the GPU and the Python (torch_wheels), known from facts or the log.
@@ -306,18 +307,23 @@ def _pip_name(module: str, ruleset: RuleSet) -> Optional[str]:
     return shlex.quote(module) if package_index.known(module) else None
 
 
-def _related_checks(failure: Failure, ruleset: RuleSet, snapshot, profile: str) -> List[Result]:
-    rules = [ruleset.rules[r].resolve(profile) for r in failure.rules if r in ruleset.rules]
+def _related_checks(failure: Failure, ruleset: RuleSet, snapshot, resolve) -> List[Result]:
+    rules = [resolve(r) for r in failure.rules if r in ruleset.rules]
     return [r for r in evaluate(rules, snapshot) if r.status != "skip"]
 
 
-def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], profile: str = "train",
+def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], resolve=None,
              scan: Optional[ScanResult] = None) -> List[str]:
     """Fill in each finding's context, fix and related check results; returns notes on where values came from.
+    ``resolve`` gives a related rule as the run resolves it (its profile and settings); by default, as written
+    for the train profile.
 
     The log's own run (its clues) fills what this machine's facts do not know, and overrides them when the
     facts belong to another machine (the log names another GPU): a log is often read far from where it ran.
     """
+    if resolve is None:
+        def resolve(rule_id: str):
+            return ruleset.rules[rule_id].resolve("train")
     facts = SnapshotView(snapshot) if snapshot is not None else None
     run = run_values(scan, ruleset) if scan is not None else {}
     same = _same_machine(run, facts)
@@ -334,7 +340,7 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
         value_sets: List[Dict[str, Any]] = [dict(run_plain)]
         if facts is not None:
             value_sets = [dict(run_plain, **values) for values in _fact_values(failure, facts, groups.get("cuda_device"))]
-            finding.checks = _related_checks(failure, ruleset, snapshot, profile)
+            finding.checks = _related_checks(failure, ruleset, snapshot, resolve)
         from_checks: Dict[str, Any] = {}
         for result in sorted(finding.checks, key=lambda r: r.status == "pass"):  # failing checks speak first
             for key, value in result.variables.items():

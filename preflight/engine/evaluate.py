@@ -8,7 +8,8 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 from preflight.engine import template
 from preflight.engine.compare import ERROR, FAIL, PASS, WARN, value_text
 from preflight.engine.model import ResolvedRule
-from preflight.facts.registry import CONDITIONS, SnapshotView, Unknown
+from preflight.facts.conditions import CONDITIONS
+from preflight.facts.view import NO_CONTEXT, Context, SnapshotView, Unknown
 
 SKIP = "skip"
 STATUSES = (PASS, FAIL, WARN, SKIP, ERROR)
@@ -54,8 +55,9 @@ def probes_needed(rules) -> Set[str]:
     return needed
 
 
-def evaluate(rules: List[ResolvedRule], snapshot: Dict[str, Any]) -> List[Result]:
-    facts = SnapshotView(snapshot)
+def evaluate(rules: List[ResolvedRule], snapshot: Dict[str, Any], context: Context = NO_CONTEXT) -> List[Result]:
+    """Each rule's results on this snapshot (what the probes saw) in this context (what the run asked for)."""
+    facts = SnapshotView(snapshot, context)
     results: List[Result] = []
     for rule in rules:
         results.extend(_evaluate_rule(rule, facts))

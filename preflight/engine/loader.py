@@ -26,7 +26,8 @@ from preflight.engine.fix import Fix
 from preflight.engine.model import PROFILES, SEVERITIES, Rule, WarnOnly
 from preflight.engine.placeholders import BASE_PLACEHOLDERS, all_placeholders
 from preflight.errors import PreflightError, RuleFileError
-from preflight.facts.registry import CONDITIONS, REGISTRY
+from preflight.facts.conditions import CONDITIONS
+from preflight.facts.registry import REGISTRY
 
 _RULE_KEYS = {"examples", "id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message", "pass_message",
               "labels", "fix", "fixes", "why", "source", "profile", "warn_only"}
@@ -283,12 +284,13 @@ def _warn_only(entry: EntryReader, profiles: Tuple[str, ...], allowed: set) -> O
 #   profile = "train"                                 # default: the rule's first profile
 #   facts = { "nvml.driver_version" = "525.147.05" }  # changes to the reference machine, by dotted path
 #   unset = ["python.torch.cuda"]                     # keys to remove (TOML has no null)
-#   workload = { id = "yolov9-c", batch = 64 }        # for rules that read --workload
+#   workload = { id = "yolov9-c", batch = 64 }        # the run's context: the workload of --workload
+#   expected_gpus = { count = 8, source = "Slurm Gres", scope = "machine" }  # and the GPUs expected
 #   set = { expected = "yolov9" }                     # the rule's settings, as --set RULE.KEY=VALUE gives them
 #   message = "525.147.05"                            # a fragment the message must contain
 # The reference machine is tests/fixtures/reference-facts.json (an H200 node with a complete YOLOv9
 # environment); tests/test_rule_examples.py replays every example through the evaluation code.
-EXAMPLE_KEYS = {"expect", "profile", "facts", "unset", "workload", "message", "set"}
+EXAMPLE_KEYS = {"expect", "profile", "facts", "unset", "workload", "expected_gpus", "message", "set"}
 EXAMPLE_STATUSES = ("pass", "warn", "fail", "skip", "error")
 
 
@@ -311,9 +313,9 @@ def _examples(entry: EntryReader, profiles: Tuple[str, ...]) -> Tuple[Dict[str, 
         facts, unset = example.get("facts", {}), example.get("unset", [])
         if not isinstance(facts, dict) or not isinstance(unset, list) or not all(isinstance(u, str) for u in unset):
             raise entry.error("%s: 'facts' must be a table of dotted path = value, 'unset' a list of paths" % where)
-        if not isinstance(example.get("message", ""), str) or not isinstance(example.get("workload", {}), dict) \
-                or not isinstance(example.get("set", {}), dict):
-            raise entry.error("%s: 'message' must be a string, 'workload' and 'set' tables" % where)
+        if not isinstance(example.get("message", ""), str) or not all(
+                isinstance(example.get(key, {}), dict) for key in ("workload", "expected_gpus", "set")):
+            raise entry.error("%s: 'message' must be a string, 'workload', 'expected_gpus' and 'set' tables" % where)
         examples.append(dict(example, profile=profile))
     return tuple(examples)
 

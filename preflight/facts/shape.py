@@ -93,13 +93,12 @@ KERNEL_LOG = {
     "?": True, "!": ("readable",), "readable": "bool", "source": "str?", "reason": "str?", "truncated": "bool?",
     "events": [{"!": ("xid",), "xid": "int", "pci": "str?", "pid": "str?", "process": "str?", "text": "str?"}],
 }
-EXPECTED_GPUS = {"?": True, "!": ("count",), "count": "int", "source": "str?", "scope": "str?"}
 SNAPSHOT = {
     "schema": "str", "preflight_version": "str?", "knowledge_as_of": "str?", "collected_at": "str?", "source": "str?", "seconds": "num?",
     "hostname": "str?",
     "probes": {"*": STATUS},
     "nvml": NVML, "visibility": VISIBILITY, "host": HOST, "python": PYTHON, "torch_arch": TORCH_ARCH,
-    "container": CONTAINER, "expected_gpus": EXPECTED_GPUS, "kernel_log": KERNEL_LOG,
+    "container": CONTAINER, "kernel_log": KERNEL_LOG,
 }
 
 

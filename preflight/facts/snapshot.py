@@ -8,7 +8,6 @@ from typing import Any, Dict
 from preflight.errors import FactsFileError
 
 SCHEMA = "preflight.facts/1"
-SECTIONS = ("nvml", "visibility", "host", "python", "torch_arch", "container", "workload")
 _HINT = "a facts file is the JSON that 'preflight facts' prints; create one with: preflight facts > facts.json"
 
 
@@ -18,7 +17,6 @@ def load(path: str) -> Dict[str, Any]:
     what = "facts file %s" % ("(standard input)" if path == "-" else path)
     data = input_files.load_json(path, what, FactsFileError, _HINT, allow_stdin=True)
     validate(data, path)
-    data.pop("workload", None)  # derived from --workload at check time, never taken from a file
     return data
 
 

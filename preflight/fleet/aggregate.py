@@ -24,6 +24,7 @@ class Problem(NamedTuple):
     status: str
     severity: str
     message: str
+    blocks: bool  # it makes the node fail (report.blocks, with the node's strictness)
 
 
 class Node(NamedTuple):
@@ -105,8 +106,11 @@ class Fleet:
         self.rules: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()  # rule -> title, severity, first fix
         self._names: Counter = Counter()
 
-    def add(self, name: Optional[str], source: str, ok: bool, results: List[Dict[str, Any]],
+    def add(self, name: Optional[str], source: str, results: List[Dict[str, Any]], strict: bool,
             inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, Any]] = None) -> Node:
+        """A node judged by the one verdict policy (``report.blocks``) over its results, as ``check`` judges."""
+        from preflight.report import blocks
+
         base = name or source.rsplit("/", 1)[-1].split(".json")[0]
         self._names[base] += 1
         shown = base if self._names[base] == 1 else "%s #%d" % (base, self._names[base])
@@ -119,12 +123,12 @@ class Fleet:
             if _WORST.get(status, 0) > _WORST.get(statuses.get(rule, "skip"), 0) or rule not in statuses:
                 statuses[rule] = status
             if status in PROBLEM:
-                problems.append(Problem(rule, str(result.get("subject")), status, str(result.get("severity")),
-                                        str(result.get("message"))))
+                severity = str(result.get("severity"))
+                problems.append(Problem(rule, str(result.get("subject")), status, severity,
+                                        str(result.get("message")), blocks(status, severity, strict)))
                 if known["fix"] is None and result.get("fix"):
                     known["fix"] = result["fix"]
-        serious = any(p.status in ("fail", "error") and p.severity == "error" for p in problems)
-        state = "failing" if (not ok or serious) else ("warnings" if problems else "ok")
+        state = "failing" if any(p.blocks for p in problems) else ("warnings" if problems else "ok")
         node = Node(shown, source, state, tuple(problems), drift_values(inventory), statuses)
         self.nodes.append(node)
         if self.baseline is not None or self.baseline_node is not None:
@@ -164,8 +168,7 @@ class Fleet:
         for node in self.nodes:
             seen = set()
             for problem in node.problems:
-                blocks = problem.status in ("fail", "error") and problem.severity == "error"
-                if blocks != blocking or problem.rule in seen:
+                if problem.blocks != blocking or problem.rule in seen:
                     continue
                 seen.add(problem.rule)
                 entry = hit.setdefault(problem.rule, {"rule": problem.rule, "nodes": [], "example": problem.message})

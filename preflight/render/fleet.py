@@ -46,7 +46,7 @@ def as_csv(fleet: Fleet) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["node", "state", "failing_rules", "warning_rules"] + list(DRIFT_KEYS) + ["source"])
     for node in fleet.nodes:
-        failing = sorted({p.rule for p in node.problems if p.status in ("fail", "error") and p.severity == "error"})
+        failing = sorted({p.rule for p in node.problems if p.blocks})
         warning = sorted({p.rule for p in node.problems} - set(failing))
         writer.writerow([csv_cell(cell) for cell in [node.name, node.state, " ".join(failing), " ".join(warning)]
                          + [node.drift.get(key, "") for key in DRIFT_KEYS] + [node.source]])

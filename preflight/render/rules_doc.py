@@ -9,7 +9,8 @@ from typing import Any, Dict, List, Optional
 
 from preflight.engine.fix import Fix
 from preflight.engine.model import Rule
-from preflight.facts.registry import CONDITIONS, REGISTRY
+from preflight.facts.conditions import CONDITIONS
+from preflight.facts.registry import REGISTRY
 
 
 def _params_text(rule: Rule, profile: Optional[str]) -> str:

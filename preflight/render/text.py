@@ -7,7 +7,7 @@ from typing import List, NamedTuple, Tuple
 
 from preflight import __version__
 from preflight.engine.evaluate import Result
-from preflight.report import Report
+from preflight.report import Report, blocks
 from preflight.render.blocks import COLORS, LABELS, fix_lines, paint, width, wrap
 
 # The order to fix things in: what the rest stands on first (the driver before torch's CUDA build, torch before
@@ -65,9 +65,9 @@ def collapsed(results: List[Result]) -> List[Line]:
     return lines
 
 
-def fix_first(results: List[Result]) -> List[str]:
+def fix_first(results: List[Result], strict: bool = False) -> List[str]:
     """The blocking results' fixes, once each, in the order to do them, with what one fix answers merged in."""
-    blocking = [r for r in results if r.fix and r.status in ("fail", "error") and r.severity == "error"]
+    blocking = [r for r in results if r.fix and blocks(r.status, r.severity, strict)]
     failing = {r.id for r in blocking}
     items: List[Tuple[int, str, List[str]]] = []  # (order, fix title, what it answers)
     by_title = {}
@@ -117,7 +117,7 @@ def render(report: Report, quiet: bool = False, color: bool = False, show_exit: 
             lines.extend(fix_lines(result.fix, " " * 7, columns=columns))
     counts = report.counts()
     verdict = paint("OK", COLORS["pass"], color) if report.ok else paint("FAILED", COLORS["fail"], color)
-    first = fix_first(report.results) if not report.ok else []
+    first = fix_first(report.results, report.strict) if not report.ok else []
     if first:
         lines += ["", "Fix first, in this order:"]
         for item in first:

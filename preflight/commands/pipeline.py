@@ -1,0 +1,238 @@
+"""The one path from a command's options to a judged report: prepare, observe, judge.
+
+``prepare`` settles what to check: the site configuration merged under the
+command line, the rules loaded, validated, chosen and resolved, the workload
+sized. ``observe`` takes the snapshot (a saved file, or the probes the rules
+need, reusing what matching the configuration already probed). ``judge``
+evaluates the rules on the snapshot in its context (the workload split over
+the visible GPUs, the GPUs expected) and wraps the results in a Report.
+
+check, exec, slurm, serve, fleet and config show go through here; diagnose and
+plan use ``prepare`` for their rules and site settings. A second copy of any
+of these steps is a verdict waiting to disagree.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from preflight.commands import common, site
+from preflight.commands.options import CheckOptions
+from preflight.errors import PreflightError
+from preflight.facts.view import Context
+
+if TYPE_CHECKING:
+    from preflight import site_config
+    from preflight.engine.loader import RuleSet
+    from preflight.engine.model import ResolvedRule
+    from preflight.report import Report
+
+
+class NoRulesLeft(PreflightError):
+    """The selection leaves no rule to check: a verdict needs rules (an empty check would pass anything)."""
+
+
+class Prepared(NamedTuple):
+    """What to check and how, settled once: the options in effect, how the site configuration contributed, the
+    rules, the sized workload, and the Slurm node being admitted."""
+
+    applied: site.Applied
+    ruleset: "RuleSet"
+    rules: List["ResolvedRule"]
+    settings: Dict[str, Dict[str, str]]  # --set and the configuration's set, by rule id
+    workload: Optional[Dict[str, Any]]
+    node: Any = None
+
+    @property
+    def options(self) -> CheckOptions:
+        return self.applied.options
+
+    def origin(self, key: str) -> Optional["site_config.Origin"]:
+        """Where the site configuration set ``key``; None when the command line or a built-in default did."""
+        effective = self.applied.effective
+        if key in self.options.given or effective is None:
+            return None
+        return effective.origins.get(key)
+
+    def resolve(self, rule_id: str) -> "ResolvedRule":
+        """Any loaded rule (selected or not) resolved for this profile with its settings: diagnose's related checks."""
+        return self.ruleset.rules[rule_id].resolve(self.options.profile, self.settings.get(rule_id))
+
+
+def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: "Optional[site_config.Target]" = None,
+            kinds: Sequence[str] = (), checking: bool = True, applied: Optional[site.Applied] = None) -> Prepared:
+    """Settle what to check. ``node``: the Slurm node being admitted (its partitions and features match the
+    configuration, its Gres sets the GPUs expected); ``target``: what the configuration is matched against when it
+    is not this machine (fleet: a snapshot's host and GPUs); ``kinds``: entries beyond rules and fixes to load
+    ("failures", "capacity"); ``checking``: the rules will be judged (no rule left is an error; a workload no rule
+    reads is worth a warning), not only consulted (diagnose, plan, config show); ``applied``: the configuration
+    already applied (fleet reads the file once)."""
+    if applied is None:
+        applied = site.apply(options, node, warn, target)
+    options = applied.options
+    if node is not None:
+        from preflight import slurm as admission
+
+        where = applied.effective.origins.get("profile") if applied.effective and "profile" not in options.given \
+            else None
+        admission.require_job_interpreter(options.profile, options.python, " (from %s)" % where.text if where else "")
+    capacity = "capacity" in kinds or options.workload is not None
+    ruleset = common.load_rules(options.rules_paths, warn, failures="failures" in kinds, capacity=capacity)
+    site.validate(applied, ruleset)
+    from preflight.engine import selection
+
+    settings = selection.parse_settings(ruleset, options.settings, options.profile)
+    rules = selection.choose(ruleset, options.profile, options.select, options.ignore, settings)
+    if not rules and checking:
+        raise no_rules_left(applied)
+    workload = None
+    if options.workload is not None:
+        workload = workload_request(ruleset, options.workload)
+        if warn and checking and not any(rule.fact.path == "gpu.workload.fit" for rule in rules):
+            warn("--workload has no effect: no selected rule reads it (gpu.memory.workload is in the train and "
+                 "inference profiles)")
+    return Prepared(applied, ruleset, rules, settings, workload, node)
+
+
+def observe(prepared: Prepared) -> Tuple[Dict[str, Any], str]:
+    """(snapshot, where it came from): the saved file of --facts, else the probes the rules need, run now."""
+    from preflight.engine import selection
+    from preflight.engine.evaluate import probes_needed
+
+    rules = prepared.rules
+    return common.snapshot(prepared.options, probes_needed(rules), selection.required_packages(rules),
+                           prepared.applied.early_facts)
+
+
+def context(prepared: Prepared, snapshot: Dict[str, Any]) -> Context:
+    """What this run asks of the snapshot: the workload split over its visible GPUs, the GPUs it should have."""
+    workload = None
+    if prepared.workload is not None:
+        workload = split_workload(prepared.workload, snapshot, prepared.ruleset)
+    origin = prepared.origin("expect_gpus")
+    return Context(workload, expected_gpus(prepared.options, snapshot, prepared.node, origin.short if origin else ""))
+
+
+def judge(prepared: Prepared, snapshot: Dict[str, Any], source: str = "live",
+          started: Optional[float] = None) -> "Report":
+    """The rules evaluated on the snapshot in this run's context, as a Report (with its one verdict policy)."""
+    from preflight.engine.evaluate import evaluate
+    from preflight.package_index import stale_note
+    from preflight.report import Report
+
+    run_context = context(prepared, snapshot)
+    results = evaluate(prepared.rules, snapshot, run_context)
+    seconds = time.monotonic() - started if started is not None else 0.0
+    report = Report(prepared.options.profile, results, strict=prepared.options.strict, facts_source=source,
+                    seconds=seconds, facts=snapshot, context=run_context)
+    note = stale_note()
+    if note:
+        report.notes.append(note)
+    return report
+
+
+def check(options: CheckOptions, warn: common.Warn = None, node=None) -> "Report":
+    """prepare, observe, judge: what check, exec, slurm and serve run."""
+    started = time.monotonic()
+    prepared = prepare(options, warn, node)
+    snapshot, source = observe(prepared)
+    return judge(prepared, snapshot, source, started)
+
+
+def no_rules_left(applied: site.Applied) -> NoRulesLeft:
+    """The error when the selection leaves no rule to check, naming where select and ignore were set."""
+    options, effective = applied.options, applied.effective
+    said = []
+    for key in ("select", "ignore"):
+        values = getattr(options, key)
+        if not values:
+            continue
+        if key in options.given or effective is None or key not in effective.origins:
+            where = "--%s" % key
+        else:
+            where = effective.origins[key].text
+        said.append("%s %s (%s)" % (key, ",".join(values), where))
+    why = "; ".join(said) or "the rule files give profile %s no rule" % options.profile
+    return NoRulesLeft(
+        "no rule is left to check in profile %s: %s. A check without rules would pass anything, so preflight "
+        "refuses to give a verdict" % (options.profile, why),
+        "'preflight config show' says where each setting comes from; 'preflight rules --profile %s' lists the "
+        "rules" % options.profile)
+
+
+# --- the context: what the run asks for -----------------------------------------------------------
+
+def workload_request(ruleset: "RuleSet", wanted) -> Dict[str, Any]:
+    """The workload of --workload sized by the capacity model, for the trainer's total batch (its default when
+    none is given)."""
+    from preflight.capacity import estimate
+
+    batch = wanted.batch if wanted.batch is not None else estimate.DEFAULT_BATCH[wanted.task]
+    return estimate.make_request(ruleset.workloads, wanted.workload, wanted.task, wanted.precision, batch,
+                                 wanted.imgsz, wanted.optimizer, wanted.max_objects)
+
+
+def split_workload(request: Dict[str, Any], snapshot: Dict[str, Any], ruleset: "RuleSet") -> Dict[str, Any]:
+    """The workload split over the GPUs CUDA sees here (as torchrun splits the batch), with the catalog GPUs that
+    would hold each share."""
+    from preflight.capacity import estimate
+
+    visible = (snapshot.get("visibility") or {}).get("count") or 1
+    request = dict(request, gpus=visible, per_gpu_batch=estimate.per_gpu_batch(request["batch"], visible))
+    if visible > 1:
+        request["notes"] = request["notes"] + [
+            "split over %d GPUs as torchrun (DDP) does; with --device 0,1,... but no torchrun the trainers use "
+            "DataParallel, and GPU 0 holds more than its share" % visible]
+    if request["batch"] % visible:
+        request["notes"] = request["notes"] + [
+            "batch %d does not divide by %d GPUs; train_dual.py needs a multiple of the GPU count under DDP"
+            % (request["batch"], visible)]
+    request["catalog_fits"] = [g.name for g in estimate.fitting_gpus(request, request["per_gpu_batch"],
+                                                                      ruleset.gpus.values())]
+    return request
+
+
+# nvmlInit outcomes that, with no /dev/nvidia* either, mean no NVIDIA driver runs here (an image may ship the
+# driver's libraries to every node; without a GPU its kernel module never loads).
+_NO_DRIVER = ("library_not_found", "driver_not_loaded")
+
+
+def has_nvidia_driver(snapshot: Dict[str, Any]) -> bool:
+    nvml = snapshot.get("nvml") or {}
+    status = (nvml.get("init") or {}).get("status")
+    if status is None:
+        return True  # the probe did not answer: assume a driver, never call a GPU node CPU-only by mistake
+    return not (status in _NO_DRIVER and not any(name[len("nvidia"):].isdigit() or name == "nvidiactl"
+                                                  for name in nvml.get("device_files") or []))
+
+
+def expected_gpus(options: CheckOptions, snapshot: Dict[str, Any], node=None,
+                  configured_at: str = "") -> Optional[Dict[str, Any]]:
+    """How many GPUs this node or job should have, and who says so; None when nothing says.
+
+    ``node`` (preflight slurm) is the node as Slurm describes it: ``auto``
+    takes its Gres, counted over the whole machine. Elsewhere ``auto`` takes
+    the job's allocation (SLURM_GPUS_ON_NODE), counted as CUDA sees it.
+    ``configured_at`` names the place in the site configuration that set the count (``config.toml:9``).
+    """
+    wanted = options.expect_gpus
+    scope = "machine" if node is not None else "visible"
+    if wanted is None:
+        return None
+    if wanted != "auto":
+        said = "expect_gpus %s, %s" % (wanted, configured_at) if configured_at else "--expect-gpus %s" % wanted
+        return {"count": int(wanted), "source": said, "scope": scope}
+    if node is not None:
+        if node.gres_gpus:
+            return {"count": node.gres_gpus, "source": "Slurm Gres", "scope": scope}
+        if not has_nvidia_driver(snapshot):
+            return {"count": 0, "source": "no GPU in its Slurm Gres and no NVIDIA driver", "scope": scope}
+        return None  # GPUs without Gres: the site does not schedule them through Slurm; nothing to compare
+    environ = options.environ if options.environ is not None else os.environ
+    allocated = (environ.get("SLURM_GPUS_ON_NODE") or "").strip()
+    if allocated.isascii() and allocated.isdigit():
+        return {"count": int(allocated), "source": "SLURM_GPUS_ON_NODE", "scope": scope}
+    return None
+
