@@ -107,6 +107,17 @@ def test_nfd_feature_file():
     assert len(completed.stdout.encode()) < 64 * 1024
 
 
+def test_nfd_and_prometheus_count_the_same_gpus():
+    """One accessor decides which GPUs count (inventory.visible_gpus): those CUDA sees here that NVML can read."""
+    lost = nvml_fixture("8x-h100-one-missing-one-lost.json")
+    for env, expected in (({}, 6), ({"CUDA_VISIBLE_DEVICES": "0,1"}, 2)):
+        labels = dict(line.split("=", 1) for line in node("nfd", lost, env=env).stdout.splitlines()
+                      if not line.startswith("#"))
+        series = [line for line in node("prometheus", lost, env=env).stdout.splitlines()
+                  if line.startswith("preflight_gpu_info{")]
+        assert int(labels["preflight.gpu.count"]) == len(series) == expected, env
+
+
 def test_nfd_worst_status_over_gpus_and_not_ready():
     labels = dict(l.split("=", 1) for l in node("nfd", A100X2).stdout.splitlines() if not l.startswith("#"))
     assert labels["preflight.ready"] == "false" and labels["preflight.status.gpu.health"] == "fail"

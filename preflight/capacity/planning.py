@@ -110,12 +110,11 @@ def _this_machine(request, batch: int, required: int, rule, snapshot):
         nvml = facts.section("nvml")
         if nvml.get("init", {}).get("status") != "ok":
             return [], "NVML is not available here (%s)" % nvml.get("init", {}).get("status")
-        visible = facts.visible_indices()
         rows = []
-        for index in visible:
-            gpu = facts.gpu(index)
+        for gpu in facts.visible_gpus(readable=True):
+            index = gpu.get("index")
             memory = gpu.get("memory") or {}
-            if gpu.get("lost") or memory.get("free") is None or memory.get("total") is None:
+            if memory.get("free") is None or memory.get("total") is None:
                 continue
             free = memory["free"]
             rows.append(Row(gpu.get("name") or "GPU %d" % index, "this machine", "gpu%d" % index, memory["total"], free,

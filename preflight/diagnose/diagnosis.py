@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional
 
-from preflight import knowledge, units
+from preflight import inventory, knowledge, units
 from preflight.diagnose.failures import Failure
 from preflight.diagnose.scan import Hit, ScanResult
 from preflight.engine import template
@@ -198,7 +198,8 @@ def _same_machine(run: Dict[str, str], facts: Optional[SnapshotView]) -> bool:
     if facts is None or not name:
         return facts is not None
     try:
-        names = [(gpu.get("name") or "").lower() for gpu in facts.section("nvml").get("gpus") or []]
+        facts.section("nvml")
+        names = [(gpu.get("name") or "").lower() for gpu in inventory.machine_gpus(facts.snapshot)]
     except Unknown:
         return False
     return any(n and (n in name.lower() or name.lower() in n) for n in names)
@@ -382,7 +383,8 @@ def _notes(run: Dict[str, str], facts: Optional[SnapshotView], same: bool, snaps
     notes = ["the log's run: %s" % " ".join(said)] if said else []
     if facts is not None and not same:
         try:
-            here = ", ".join(g.get("name") or "?" for g in facts.section("nvml").get("gpus") or []) or "no GPU"
+            facts.section("nvml")
+            here = ", ".join(g.get("name") or "?" for g in inventory.machine_gpus(facts.snapshot)) or "no GPU"
         except Unknown:
             here = "unknown GPUs"
         notes.append("this machine (%s) is not where the log ran (%s): its facts are not used"

@@ -53,7 +53,7 @@ def nvml_system(field: str) -> Compute:
 
 
 def driver_version(facts: SnapshotView, gpu) -> Tuple[Any, Dict[str, Any]]:
-    ccs = [g.get("compute_capability") for g in facts.section("nvml").get("gpus") or []]
+    ccs = [g.get("compute_capability") for g in facts.machine_gpus()]
     return nvml_system("driver_version")(facts, gpu), {"branch_advice": knowledge.driver_branch_advice(ccs)}
 
 
@@ -74,7 +74,7 @@ def visible_count(facts: SnapshotView, gpu) -> Tuple[int, Dict[str, Any]]:
     return visibility.get("count", len(visibility.get("visible") or [])), {
         "cuda_visible_devices": "(unset)" if shown is None else repr(shown),
         "visibility_notes": "; ".join(visibility.get("notes") or []) or "none",
-        "machine_gpu_count": len(facts.section("nvml").get("gpus") or []),
+        "machine_gpu_count": len(facts.machine_gpus()),
     }
 
 
@@ -82,7 +82,7 @@ def expected_count(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     """The GPUs found against the GPUs expected (--expect-gpus, Slurm's Gres): as_expected, fewer or more."""
     expected = facts.context.expected_gpus or {}
     if expected.get("scope") == "machine":  # a node's Gres counts the whole machine, whatever CUDA_VISIBLE_DEVICES says
-        found, counted = len(facts.section("nvml").get("gpus") or []), "on this machine"
+        found, counted = len(facts.machine_gpus()), "on this machine"
     else:
         found, counted = visible_count(facts, gpu)[0], "visible to CUDA"
     want = expected.get("count", 0)
@@ -141,7 +141,7 @@ def wheel(facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Dict[str
     try:
         nvml = facts.section("nvml")
         driver_version, driver_cuda = nvml.get("driver_version"), nvml.get("cuda_driver_version")
-        gpus = [gpu] if gpu else [g for g in nvml.get("gpus") or [] if g.get("index") in facts.visible_indices()]
+        gpus = [gpu] if gpu else facts.visible_gpus()
         ccs = [g.get("compute_capability") for g in gpus]
     except Unknown:
         pass
@@ -226,7 +226,7 @@ def requirements_hosts(facts: SnapshotView) -> List[Dict[str, Optional[str]]]:
     """Every GPU given to the container (NVML inside one lists exactly those), as its requirements see it."""
     nvml = facts.section("nvml")
     system = {"cuda": nvml.get("cuda_driver_version"), "driver": nvml.get("driver_version")}
-    gpus = nvml.get("gpus") or [{}]
+    gpus = facts.machine_gpus() or [{}]
     return [dict(system, arch=gpu.get("compute_capability"), brand=gpu.get("brand"),
                  name="GPU %s (%s)" % (gpu.get("index"), gpu.get("name")) if gpu else None) for gpu in gpus]
 
@@ -318,7 +318,7 @@ def simple(judge) -> Compute:
 
 
 def nvlink(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
-    peers = facts.section("nvml").get("gpus") or []
+    peers = facts.machine_gpus()
     return judged(lambda g: node_health.nvlink(g, peers))(facts, gpu)
 
 
@@ -326,7 +326,7 @@ def xid(kind: str) -> Compute:
     def compute(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
         log = facts.section("kernel_log")
         try:
-            gpus = facts.section("nvml").get("gpus") or []
+            gpus = facts.machine_gpus()
         except Unknown:
             gpus = []  # Xids are still listed, by PCI address
         events = log.get("events") or []

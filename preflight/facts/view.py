@@ -50,6 +50,13 @@ class SnapshotView:
     def nvml_ok(self) -> bool:
         return self.section("nvml").get("init", {}).get("status") == "ok"
 
+    def machine_gpus(self) -> List[Dict[str, Any]]:
+        """Every GPU NVML lists here, lost ones too (``inventory.machine_gpus``); Unknown without NVML facts."""
+        from preflight import inventory
+
+        self.section("nvml")
+        return inventory.machine_gpus(self.snapshot)
+
     def visible_gpus(self, readable: bool = False) -> List[Dict[str, Any]]:
         """The GPUs CUDA sees here, in CUDA's order (``inventory.visible_gpus``); Unknown without NVML facts."""
         from preflight import inventory

@@ -15,7 +15,7 @@ import re
 import time
 from typing import Dict, List, Optional
 
-from preflight import __version__
+from preflight import __version__, inventory
 from preflight.knowledge import parse_major_minor
 from preflight.report import Report
 
@@ -41,8 +41,7 @@ def _rule_statuses(report: Report) -> Dict[str, str]:
 
 def _gpu_labels(report: Report) -> List[str]:
     nvml = report.facts.get("nvml") or {}
-    visible = (report.facts.get("visibility") or {}).get("visible")
-    gpus = [g for g in nvml.get("gpus") or [] if not g.get("lost") and (visible is None or g["index"] in visible)]
+    gpus = inventory.visible_gpus(report.facts, readable=True)
     labels = ["%sgpu.present=%s" % (PREFIX, "true" if gpus else "false"), "%sgpu.count=%d" % (PREFIX, len(gpus))]
     driver = (nvml.get("driver_version") or "").split(".")
     if driver and driver[0]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from preflight import __version__
+from preflight import __version__, inventory
 from preflight.engine.evaluate import STATUSES
 from preflight.report import Report
 
@@ -46,7 +46,7 @@ def render(report: Report) -> str:
     _metric(lines, "preflight_build_info", "The preflight version (value 1).")
     lines.append(_series("preflight_build_info", {"version": __version__}, 1))
     nvml = report.facts.get("nvml") or {}
-    gpus = [g for g in nvml.get("gpus") or [] if not g.get("lost")]
+    gpus = inventory.visible_gpus(report.facts, readable=True)
     if gpus:
         _metric(lines, "preflight_gpu_info", "GPU facts as labels (value 1).")
         for gpu in gpus:
