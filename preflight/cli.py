@@ -34,11 +34,6 @@ from preflight.render.formats import FORMATS
 _COLORS = click.Choice(["auto", "always", "never"])
 
 
-def _split(values) -> List[str]:
-    """Repeatable options that also take comma-separated lists: --select gpu,driver."""
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
-
-
 def _warn(message: str) -> None:
     click.echo("preflight: warning: %s" % message, err=True)
 
@@ -76,6 +71,16 @@ def _one_facts_file(context, parameter, values):
     return values[0] if values else None
 
 
+def setting(key: str, help: Optional[str] = None, **more) -> Callable:
+    """The click option of a setting declared in preflight.settings (its flag, field, metavar and help; parsed and
+    checked when the options value is built, as the site configuration's value is)."""
+    from preflight.settings import SETTINGS
+
+    declared = SETTINGS[key]
+    more.setdefault("metavar", declared.metavar)
+    return click.option(declared.flag, declared.field, multiple=declared.multiple, help=help or declared.help, **more)
+
+
 PROBE = [
     click.option("--python", "python", metavar="PATH",
                  help="Probe this interpreter's environment (the training environment) instead of preflight's own."),
@@ -84,12 +89,10 @@ PROBE = [
                       "[env: PREFLIGHT_NVML_FIXTURE]"),
     click.option("--kernel-log", metavar="FILE", help="Read Xid events from this captured kernel log (dmesg, "
                  "journalctl -k, /var/log/kern.log) instead of this machine's."),
-    click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS",
-                 help="Deadline for all probing; a probe that has not answered by then is reported unknown."),
+    setting("timeout", default="10", show_default=True),
     click.option("--no-cache", is_flag=True, help="Ask torch for its GPU architectures again, and keep no GPU counter "
                  "readings (PCIe replay and NVLink error rates need the last one), instead of using the cache."),
-    click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
-                 help="Add or override rules from a .toml file or a folder of them (repeatable)."),
+    setting("rules"),
 ]
 CONFIG = click.option(
     "--config", metavar="FILE", envvar="PREFLIGHT_CONFIG",
@@ -100,27 +103,22 @@ CONFIG = click.option(
 def check_group(default_profile: str = "train", expect_gpus: Optional[str] = None,
                 with_facts: bool = True) -> List[Callable]:
     """The options that say what to check; slurm's --profile defaults to node (admission), the others' to train."""
+    from preflight.settings import SETTINGS
+
     group = [
-        click.option("--expect-gpus", "expect_gpus", metavar="N|auto", default=expect_gpus,
-                     show_default=expect_gpus is not None,
-                     help="The GPUs this node or job must have: fewer fails, more warns; 0 means not a GPU node "
-                          "(GPU checks skipped). auto: %s." % (
+        setting("expect_gpus", default=expect_gpus, show_default=expect_gpus is not None,
+                help=SETTINGS["expect_gpus"].help + " auto: %s." % (
                               "the node's Slurm Gres; a node with no GPU in its Gres and no NVIDIA driver is not a "
                               "GPU node" if expect_gpus else
                               "the job's Slurm allocation (SLURM_GPUS_ON_NODE) where set, else no expectation")
-                          + ("" if expect_gpus else " [default: no expectation]")),
-        click.option("--profile", type=click.Choice(PROFILES), default=default_profile, show_default=True,
-                     envvar="PREFLIGHT_PROFILE",
-                     help="train and inference check the job's environment; node checks hardware and driver only. "
-                          "[env: PREFLIGHT_PROFILE]"),
+                + ("" if expect_gpus else " [default: no expectation]")),
+        setting("profile", type=click.Choice(PROFILES), default=default_profile, show_default=True,
+                envvar="PREFLIGHT_PROFILE", metavar=None,
+                help=SETTINGS["profile"].help + " [env: PREFLIGHT_PROFILE]"),
         click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too."),
-        click.option("--select", multiple=True, metavar="ID", shell_complete=_complete("rules"),
-                     help="Run only these rules: an id or a dotted prefix (gpu selects gpu.*); repeatable or comma-separated."),
-        click.option("--ignore", multiple=True, metavar="ID", shell_complete=_complete("rules"),
-                     help="Skip these rules (id or prefix); the more specific selector wins."),
-        click.option("--set", "settings", multiple=True, metavar="RULE.KEY=VALUE",
-                     help="Change a threshold without editing files, e.g. --set driver.version.min=535 "
-                          "--set gpu.memory.min=24GB."),
+        setting("select", shell_complete=_complete("rules")),
+        setting("ignore", shell_complete=_complete("rules")),
+        setting("set"),
         CONFIG,
     ]
     if with_facts:
@@ -203,10 +201,10 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
             workload = _workload(values, profile) if "workload" in values else None
             kwargs["options"] = CheckOptions(
                 profile=profile, rules_paths=list(values.get("rules_paths", ())),
-                select=_split(values.get("select", ())), ignore=_split(values.get("ignore", ())),
+                select=values.get("select", ()), ignore=values.get("ignore", ()),
                 settings=list(values.get("settings", ())), facts_file=values.get("facts_file"),
                 python=values.get("python"), nvml_fixture=values.get("nvml_fixture"),
-                kernel_log=values.get("kernel_log"), timeout=values.get("timeout", 10.0), use_cache=not values.get("no_cache", False),
+                kernel_log=values.get("kernel_log"), timeout=values.get("timeout", "10"), use_cache=not values.get("no_cache", False),
                 strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"),
                 config=values.get("config"), given=given, command=context.info_name or "check")
             return function(**kwargs)
@@ -304,10 +302,10 @@ def facts(options, list_facts, output_format, output) -> int:
 
 
 @cli.command("rules")
-@click.option("--profile", type=click.Choice(PROFILES), help="Only the rules of this profile.")
+@setting("profile", type=click.Choice(PROFILES), metavar=None, help="Only the rules of this profile.")
 @click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
               show_default=True)
-@click.option("--rules", "rules_paths", multiple=True, metavar="PATH", help="Add or override rules (repeatable).")
+@setting("rules", help="Add or override rules (repeatable).")
 def list_rules(profile, output_format, rules_paths) -> int:
     """List the rules (the defaults plus any --rules)."""
     from preflight.commands import rules
@@ -317,7 +315,7 @@ def list_rules(profile, output_format, rules_paths) -> int:
 
 @cli.command()
 @click.argument("rule_id", shell_complete=_complete("explain"))
-@click.option("--rules", "rules_paths", multiple=True, metavar="PATH", help="Add or override rules (repeatable).")
+@setting("rules", help="Add or override rules (repeatable).")
 def explain(rule_id, rules_paths) -> int:
     """Show one rule or known failure in full: what it checks or recognises, why, its source and its fix."""
     from preflight.commands import rules
@@ -332,8 +330,8 @@ def explain(rule_id, rules_paths) -> int:
               help="Make fixes concrete with a saved snapshot instead of probing.")
 @click.option("--no-facts", is_flag=True,
               help="Do not look at this machine (the log comes from elsewhere): fixes stay generic.")
-@click.option("--profile", type=click.Choice(PROFILES), default="train", show_default=True,
-              help="Profile of the related check rules shown with each problem.")
+@setting("profile", type=click.Choice(PROFILES), metavar=None, default="train", show_default=True,
+         help="Profile of the related check rules shown with each problem.")
 @click.option("--list", "list_catalog", is_flag=True, help="List the known failures instead of reading a log.")
 @click.option("--color", type=_COLORS, default="auto", show_default=True)
 @OUTPUT
@@ -386,9 +384,8 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
               help="This machine's GPUs from a saved snapshot.")
 @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
               help="This machine's GPUs from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
-@click.option("--timeout", type=float, default=10.0, show_default=True, metavar="SECONDS")
-@click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
-              help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
+@setting("timeout", default="10", show_default=True)
+@setting("rules", help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
 @CONFIG
 @check_options(consume=("workload", "task", "batch", "imgsz", "fp32", "half", "optimizer", "max_objects", "facts_file",
                         "nvml_fixture", "timeout", "rules_paths", "config"))
@@ -412,8 +409,7 @@ def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, ou
 @click.option("--format", "output_format", type=click.Choice(["text", "markdown", "json", "csv", "html"]),
               default="text", show_default=True)
 @OUTPUT
-@click.option("--rules", "rules_paths", multiple=True, metavar="PATH",
-              help="Add or override rules (as check --rules) for the snapshots evaluated here.")
+@setting("rules", help="Add or override rules (as check --rules) for the snapshots evaluated here.")
 @check_options(CHECK_WITHOUT_FACTS, consume=("rules_paths",))
 def fleet(options, paths, baseline, output_format, output) -> int:
     """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz), snapshots

@@ -47,11 +47,26 @@ class PreflightError(Exception):
         return self.message if not self.hint else "%s\n  hint: %s" % (self.message, self.hint)
 
 
-class RuleFileError(PreflightError):
-    """A rule file cannot be read, parsed or validated."""
+def suggestions(word: str, choices) -> list:
+    """Up to three of ``choices`` that look like ``word`` (a typo's likely meaning)."""
+    import difflib
 
-    def __init__(self, path: str, problem: str, rule_id: str = "", hint: str = "", kind: str = "rule") -> None:
-        where = "%s: %s '%s'" % (path, kind, rule_id) if rule_id else str(path)
+    return difflib.get_close_matches(word, list(choices), n=3)
+
+
+def close_matches(word: str, choices) -> str:
+    """" (did you mean a or b?)" for a message, or "" when nothing is close."""
+    close = suggestions(word, choices)
+    return " (did you mean %s?)" % " or ".join(close) if close else ""
+
+
+class RuleFileError(PreflightError):
+    """A rule file cannot be read, parsed or validated: ``path:LINE: kind 'id': problem``."""
+
+    def __init__(self, path: str, problem: str, rule_id: str = "", hint: str = "", kind: str = "rule",
+                 line=None) -> None:
+        place = "%s:%d" % (path, line) if line else str(path)
+        where = "%s: %s '%s'" % (place, kind, rule_id) if rule_id else place
         super().__init__("%s: %s" % (where, problem), hint)
         self.path = path
         self.rule_id = rule_id

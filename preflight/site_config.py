@@ -19,13 +19,14 @@ import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from preflight.engine.model import PROFILES
 from preflight.errors import PreflightError
+from preflight.settings import SETTINGS as DECLARED
+from preflight.toml_entries import Entry
 
 CONFIG_LIMIT = 1 << 20
 
-# What a section may set: the options of check, exec and slurm that belong to a site.
-SETTINGS = ("profile", "select", "ignore", "set", "rules", "expect_gpus", "timeout")
+# What a section may set: the options of check, exec and slurm that belong to a site, each declared once.
+SETTINGS = tuple(DECLARED)
 SELECTORS = ("hosts", "gpus", "partitions", "features")
 
 
@@ -132,62 +133,54 @@ def load(path: Optional[str]) -> Config:
     return _build(path, data, raw.decode("utf-8", "replace"))
 
 
-def _build(path: str, data: Dict[str, Any], text: str) -> Config:
-    lines = _key_lines(text)
+class _ConfigEntry(Entry):
+    """A table of the configuration, whose messages name the key as well: ``file:LINE: [defaults]: key: problem``."""
 
-    def fail(section: str, key: Optional[str], problem: str, hint: str = "") -> ConfigError:
-        line = lines.get((section, key)) or lines.get((section, None))
-        where = "%s%s: %s%s" % (path, ":%d" % line if line else "", _display(section),
-                                ": %s" % key if key else "")
+    error_class = ConfigError
+
+    def error(self, problem: str, hint: str = "", key: Optional[str] = None) -> PreflightError:
+        where = "%s: %s" % (self.where(key), key) if key else self.where()
         return ConfigError("%s: %s" % (where, problem), hint or "see docs/configuration.md: Site configuration")
 
-    for key in data:
-        if key not in ("defaults", "match"):
-            raise fail("", key, "unknown key '%s' (a configuration has [defaults] and [[match]] tables)" % key)
-    sections: List[Section] = []
-    defaults = data.get("defaults", {})
-    if not isinstance(defaults, dict):
-        raise fail("", "defaults", "must be a table: [defaults]")
-    sections.append(_section("defaults", defaults, lines, fail, selectors_allowed=False))
+
+def _build(path: str, data: Dict[str, Any], text: str) -> Config:
+    from preflight.toml_entries import key_lines
+
+    lines = key_lines(text)
+    _ConfigEntry(data, path, (), "top level", lines).check_keys(
+        ("defaults", "match"), "a configuration", "a configuration has [defaults] and [[match]] tables")
+    if not isinstance(data.get("defaults", {}), dict):
+        raise _ConfigEntry(data, path, (), "top level", lines).error("must be a table: [defaults]", key="defaults")
     matches = data.get("match", [])
     if not isinstance(matches, list) or not all(isinstance(m, dict) for m in matches):
-        raise fail("", "match", "must be tables: [[match]]")
+        raise _ConfigEntry(data, path, (), "top level", lines).error("must be tables: [[match]]", key="match")
+    sections = [_section(_ConfigEntry(data.get("defaults", {}), path, ("defaults",), "[defaults]", lines), False)]
     for number, table in enumerate(matches, 1):
-        sections.append(_section("match#%d" % number, table, lines, fail, selectors_allowed=True))
+        entry = _ConfigEntry(table, path, ("match", number - 1), "[[match]] %d" % number, lines)
+        sections.append(_section(entry, True))
     return Config(path, tuple(sections))
 
 
-def _display(section: str) -> str:
-    if section.startswith("match#"):
-        return "[[match]] %s" % section[len("match#"):]
-    return "[%s]" % section if section else "top level"
-
-
-def _section(name: str, table: Dict[str, Any], lines, fail, selectors_allowed: bool) -> Section:
+def _section(entry: _ConfigEntry, selectors_allowed: bool) -> Section:
+    for key in entry.raw:
+        if key in SELECTORS and not selectors_allowed:
+            raise entry.error("unknown key '%s' (selectors belong in a [[match]]); a [defaults] may set: %s"
+                              % (key, ", ".join(SETTINGS)), key=key)
+    entry.check_keys(SETTINGS + (SELECTORS if selectors_allowed else ()), "a %s" % entry.label.split(" ")[0])
     settings: Dict[str, Any] = {}
     selectors: Dict[str, Tuple[str, ...]] = {}
-    for key, value in table.items():
-        if key in SELECTORS and selectors_allowed:
-            selectors[key] = _globs(value, lambda problem: fail(name, key, problem))
-        elif key in SETTINGS:
-            settings[key] = _setting(key, value, lambda problem, hint="": fail(name, key, problem, hint))
-        else:
-            allowed = SETTINGS + (SELECTORS if selectors_allowed else ())
-            extra = "" if selectors_allowed or key not in SELECTORS else " (selectors belong in a [[match]])"
-            raise fail(name, key, "unknown key '%s'%s; a %s may set: %s" % (
-                key, extra, _display(name).split(" ")[0], ", ".join(allowed)))
+    for key, value in entry.raw.items():
+        if key in SELECTORS:
+            selectors[key] = _globs(value, lambda problem: entry.error(problem, key=key))
+            continue
+        try:
+            settings[key] = DECLARED[key].parse(value)
+        except ValueError as exc:
+            raise entry.error("%s %s" % (key, exc), key=key)
     if selectors_allowed and not selectors:
-        raise fail(name, None, "a [[match]] needs at least one selector (%s); settings for every node go in "
-                               "[defaults]" % ", ".join(SELECTORS))
-    return Section(_display(name), lines.get((name, None)), settings, selectors,
-                   {key: lines.get((name, key)) for key in table})
-
-
-def _strings(value: Any, fail) -> Tuple[str, ...]:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
-        raise fail("must be a string or a list of strings, found %r" % (value,))
-    return tuple(v.strip() for v in values)
+        raise entry.error("a [[match]] needs at least one selector (%s); settings for every node go in "
+                          "[defaults]" % ", ".join(SELECTORS))
+    return Section(entry.label, entry.line(), settings, selectors, {key: entry.line(key) for key in entry.raw})
 
 
 # Patterns as text, compiled (and cached by re) only when a file is read: compiling costs start-up time.
@@ -195,7 +188,10 @@ _GLOB_CHARACTERS = r"^[^\s\x00-\x1f]+$"
 
 
 def _globs(value: Any, fail) -> Tuple[str, ...]:
-    globs = _strings(value, fail)
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise fail("must be a string or a list of strings, found %r" % (value,))
+    globs = tuple(v.strip() for v in values)
     if not globs:
         raise fail("is empty: give at least one glob")
     for glob in globs:
@@ -204,70 +200,6 @@ def _globs(value: Any, fail) -> Tuple[str, ...]:
         if glob.count("[") != glob.count("]") or re.search(r"\[[^\]]*\[", glob) or "[]" in glob:
             raise fail("%r is not a valid glob: unbalanced or empty [ ]" % glob)
     return globs
-
-
-def _setting(key: str, value: Any, fail) -> Any:
-    if key == "profile":
-        if value not in PROFILES:
-            raise fail("profile must be one of %s, found %r" % (", ".join(PROFILES), value))
-        return value
-    if key in ("select", "ignore", "rules"):
-        return _strings(value, fail)
-    if key == "set":
-        items = _strings(value, fail)
-        for item in items:
-            target, equals, setting = item.partition("=")
-            if not equals or "." not in target.strip():
-                raise fail("%r is not RULE.KEY=VALUE" % item, 'for example: set = ["driver.version.min=550"]')
-        return items
-    if key == "expect_gpus":
-        from preflight.units import parse_gpu_count
-
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise fail("expect_gpus must be a GPU count or \"auto\", found %r" % (value,))
-        try:
-            return parse_gpu_count(value)
-        except ValueError as exc:
-            raise fail("expect_gpus %s" % exc)
-    if key == "timeout":
-        from preflight.units import parse_duration
-
-        try:
-            seconds = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                else parse_duration(value)
-        except (TypeError, ValueError, AttributeError):
-            raise fail("timeout must be seconds (10) or a duration (\"30s\"), found %r" % (value,))
-        if not 0 < seconds <= 3600:
-            raise fail("timeout must be more than 0 and at most 3600 seconds, found %r" % (value,))
-        return seconds
-    raise AssertionError(key)
-
-
-_HEADER = r"^\s*(\[\[?)\s*([A-Za-z0-9_.\"' -]+?)\s*\]\]?\s*(#.*)?$"
-_KEY = r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')\s*="
-
-
-def _key_lines(text: str) -> Dict[Tuple[str, Optional[str]], int]:
-    """(section, key) -> line number, for messages; section "" is the top level, "match#N" the Nth [[match]]."""
-    found: Dict[Tuple[str, Optional[str]], int] = {}
-    section = ""
-    matches = 0
-    for number, line in enumerate(text.splitlines(), 1):
-        header = re.match(_HEADER, line)
-        if header:
-            name = header.group(2).strip().strip("\"'")
-            if header.group(1) == "[[" and name == "match":
-                matches += 1
-                section = "match#%d" % matches
-            else:
-                section = name
-            found.setdefault((section, None), number)
-            found.setdefault(("", name), number)
-            continue
-        key = re.match(_KEY, line)
-        if key:
-            found.setdefault((section, key.group(1).strip("\"'")), number)
-    return found
 
 
 def _matches(globs: Sequence[str], values: Sequence[str]) -> bool:

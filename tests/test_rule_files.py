@@ -131,12 +131,49 @@ def test_a_bad_rule_file_exits_2_naming_file_rule_and_problem(tmp_path, name, te
     assert "Traceback" not in completed.stderr
 
 
-def test_unknown_keys_warn_but_do_not_stop(tmp_path):
-    path = write(tmp_path, "extra = 1\n" + GOOD_RULE.replace('compare = "pattern"', 'compare = "pattern"\nthreshold = 3'))
+def test_an_unknown_key_is_an_error_naming_file_line_entry_and_the_key_meant(tmp_path):
+    """One unknown-key policy for every TOML entry (rule files and the site configuration): a typo never passes."""
+    path = write(tmp_path, GOOD_RULE.replace('compare = "pattern"', 'compare = "pattern"\nseverty = "warning"'))
     completed = run_cli("check", "--rules", path, "--select", "site", "--nvml-fixture", H200)
-    assert completed.returncode == 0
-    assert "rule 'site.gpu_name': unknown key 'threshold' (ignored)" in completed.stderr
-    assert "unknown top-level key 'extra'" in completed.stderr
+    assert completed.returncode == 2 and completed.stdout == ""
+    assert "%s:7: rule 'site.gpu_name': unknown key 'severty' (did you mean severity?); a rule" % path \
+        in completed.stderr, completed.stderr
+    path = write(tmp_path, "extra = 1\n" + GOOD_RULE)
+    completed = run_cli("check", "--rules", path, "--nvml-fixture", H200)
+    assert completed.returncode == 2 and "%s:1: unknown key 'extra'" % path in completed.stderr, completed.stderr
+    examples = GOOD_RULE + '\n[[rule.examples]]\nexpect = "pass"\n\n[[rule.examples]]\nexpect = "fail"\nfacs = {}\n'
+    path = write(tmp_path, examples)
+    completed = run_cli("check", "--rules", path, "--nvml-fixture", H200)
+    assert "%s:15: rule 'site.gpu_name': unknown key 'facs' (did you mean facts?)" % path in completed.stderr, \
+        completed.stderr
+
+
+def test_key_lines_count_arrays_of_tables_and_pass_over_multiline_strings():
+    from preflight.toml_entries import key_lines
+
+    text = textwrap.dedent('''\
+        schema = 1
+        [[rule]]
+        id = "a"
+        why = """
+        fake = "not a key"
+        """
+        [[rule.examples]]
+        expect = "pass"
+        [[rule]]
+        id = "b"
+        [rule.warn_only]
+        fact = "x"
+        [[rule.examples]]
+        expect = "fail"
+        "quoted key" = 1
+        ''')
+    lines = key_lines(text)
+    assert lines[("schema",)] == 1 and lines[("rule", 0)] == 2 and lines[("rule", 0, "why")] == 4
+    assert ("rule", 0, "fake") not in lines
+    assert lines[("rule", 0, "examples", 0, "expect")] == 8
+    assert lines[("rule", 1, "id")] == 10 and lines[("rule", 1, "warn_only", "fact")] == 12
+    assert lines[("rule", 1, "examples", 0)] == 13 and lines[("rule", 1, "examples", 0, "quoted key")] == 15
 
 
 def test_missing_rules_path_exits_2(tmp_path):

@@ -61,7 +61,7 @@ def make_request(workloads: Dict[str, Workload], workload_id: str, task: str, pr
                  imgsz: int, optimizer: str = DEFAULT_OPTIMIZER, max_objects: Optional[int] = None) -> Dict[str, Any]:
     """Validate a request (exit 2 on bad input) and gather what estimating it needs."""
     if workload_id not in workloads:
-        from preflight.engine.fields import close_matches
+        from preflight.errors import close_matches
 
         raise PreflightError("unknown workload '%s'%s: the capacity model covers the YOLOv9 (dual-head) and GELAN "
                              "detection models only, not segmentation, panoptic or other repositories' models"

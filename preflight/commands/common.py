@@ -26,7 +26,7 @@ def collect_options(options: CheckOptions, packages: List[Dict[str, Any]]) -> co
 
         python = resolve_interpreter(options.python)
     return collect.Options(timeout=options.timeout, python=python, nvml_fixture=options.nvml_fixture,
-                           packages=packages, use_cache=options.use_cache, environ=options.environ,
+                           packages=packages, use_cache=options.use_cache,
                            on_wait=tell_terminal, kernel_log=options.kernel_log)
 
 

@@ -14,8 +14,7 @@ def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partit
          features: Sequence[str], output_format: str, echo: Callable[[str], None], warn=None) -> int:
     import os
 
-    environ = options.environ if options.environ is not None else os.environ
-    path = site.locate(options.config, environ)
+    path = site.locate(options.config, os.environ)
     config = site.read(path, options, warn)
     names = tuple(gpus) or None
     if names is None and site_config.needs_gpus(config):

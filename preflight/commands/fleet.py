@@ -31,8 +31,7 @@ class Evaluator:
     def __init__(self, options: CheckOptions, warn: common.Warn = None) -> None:
         self.given, self.warn = options, warn
         self.config = None
-        environ = options.environ if options.environ is not None else os.environ
-        path = site.locate(options.config, environ)
+        path = site.locate(options.config, os.environ)
         if path is not None:
             self.config = site.read(path, options, warn)
         self._prepared: dict = {}

@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
-import math
-from typing import FrozenSet, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple
 
-from preflight.engine.model import PROFILES
 from preflight.errors import PreflightError
-
-MAX_TIMEOUT = 3600
-
-
-def parse_expect_gpus(value: Optional[str]) -> Optional[str]:
-    """--expect-gpus: ``auto``, a count, or None (no expectation)."""
-    if value is None:
-        return None
-    from preflight.units import parse_gpu_count
-
-    try:
-        return parse_gpu_count(value)
-    except ValueError as exc:
-        raise PreflightError("--expect-gpus %s" % exc,
-                             "--expect-gpus 8 on an 8-GPU node; auto takes the count from Slurm where it is known")
-
+from preflight.settings import SETTINGS
 
 class _Workload(NamedTuple):
     workload: str
@@ -61,7 +44,6 @@ class _Check(NamedTuple):
     timeout: float
     use_cache: bool
     strict: bool
-    environ: Optional[Mapping[str, str]]
     workload: Optional[WorkloadOptions]
     expect_gpus: Optional[str]
     config: Optional[str]
@@ -85,23 +67,23 @@ class CheckOptions(_Check):
     def __new__(cls, profile: str = "train", rules_paths: Sequence[str] = (), select: Sequence[str] = (),
                 ignore: Sequence[str] = (), settings: Sequence[str] = (), facts_file: Optional[str] = None,
                 python: Optional[str] = None, nvml_fixture: Optional[str] = None, timeout: float = 10.0,
-                use_cache: bool = True, strict: bool = False, environ: Optional[Mapping[str, str]] = None,
+                use_cache: bool = True, strict: bool = False,
                 workload: Optional[WorkloadOptions] = None, expect_gpus: Optional[str] = None,
                 config: Optional[str] = None, given: Iterable[str] = (),
                 kernel_log: Optional[str] = None, command: str = "check") -> "CheckOptions":
-        if profile not in PROFILES:
-            raise PreflightError("unknown profile %r" % profile, "profiles: %s" % ", ".join(PROFILES))
-        if math.isnan(timeout) or not 0 < timeout <= MAX_TIMEOUT:
-            raise PreflightError("--timeout must be more than 0 and at most %d seconds, got %s" % (MAX_TIMEOUT, timeout),
-                                 "probing takes well under a second; --timeout 10 is the default")
+        # Each setting parsed and checked by its one declaration (preflight.settings), whoever builds the options.
+        profile = SETTINGS["profile"].read(profile)
+        timeout = SETTINGS["timeout"].read(timeout)
+        expect_gpus = SETTINGS["expect_gpus"].read(expect_gpus)
+        select, ignore = SETTINGS["select"].read(list(select)), SETTINGS["ignore"].read(list(ignore))
         if facts_file and (python or nvml_fixture or kernel_log):
             given = "--python" if python else "--kernel-log" if kernel_log else \
                 "--nvml-fixture (or PREFLIGHT_NVML_FIXTURE)"
             raise PreflightError("--facts evaluates a saved snapshot without probing; %s has nothing to probe" % given,
                                  "give one or the other")
-        return super().__new__(cls, profile, tuple(rules_paths or ()), tuple(select or ()), tuple(ignore or ()),
+        return super().__new__(cls, profile, tuple(rules_paths or ()), select, ignore,
                                tuple(settings or ()), facts_file, python, nvml_fixture, timeout, use_cache, strict,
-                               environ, workload, parse_expect_gpus(expect_gpus), config, frozenset(given),
+                               workload, expect_gpus, config, frozenset(given),
                                kernel_log, command)
 
     def replace(self, **changes) -> "CheckOptions":

@@ -230,8 +230,7 @@ def expected_gpus(options: CheckOptions, snapshot: Dict[str, Any], node=None,
         if not has_nvidia_driver(snapshot):
             return {"count": 0, "source": "no GPU in its Slurm Gres and no NVIDIA driver", "scope": scope}
         return None  # GPUs without Gres: the site does not schedule them through Slurm; nothing to compare
-    environ = options.environ if options.environ is not None else os.environ
-    allocated = (environ.get("SLURM_GPUS_ON_NODE") or "").strip()
+    allocated = (os.environ.get("SLURM_GPUS_ON_NODE") or "").strip()
     if allocated.isascii() and allocated.isdigit():
         return {"count": int(allocated), "source": "SLURM_GPUS_ON_NODE", "scope": scope}
     return None

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
 
 from preflight.commands.options import CheckOptions
 from preflight.errors import PreflightError
+from preflight.settings import SETTINGS
 
 if TYPE_CHECKING:
     from preflight import site_config
@@ -16,9 +17,6 @@ if TYPE_CHECKING:
 SYSTEM_CONFIG = "/etc/preflight/config.toml"
 ENVIRONMENT_VARIABLE = "PREFLIGHT_CONFIG"
 
-# CheckOptions fields a configuration may set, by configuration key.
-FIELDS = {"profile": "profile", "select": "select", "ignore": "ignore", "expect_gpus": "expect_gpus",
-          "timeout": "timeout"}
 
 
 class Applied(NamedTuple):
@@ -50,10 +48,9 @@ def target(options: CheckOptions, node=None, gpus: Optional[Tuple[str, ...]] = N
     """This machine as [[match]] sees it: the Slurm node being admitted, else the job's partition from the environment."""
     from preflight import site_config
 
-    environ = options.environ if options.environ is not None else os.environ
     if node is not None:
         return site_config.Target(host or node.name, gpus, node.partitions, node.features)
-    partition = environ.get("SLURM_JOB_PARTITION")
+    partition = os.environ.get("SLURM_JOB_PARTITION")
     partitions = tuple(p for p in partition.split(",") if p) if partition else None
     return site_config.Target(host or host_name(), gpus, partitions, None)
 
@@ -93,8 +90,7 @@ def apply(options: CheckOptions, node=None, warn=None, here: "Optional[site_conf
     own options. It applies to ``here`` when given (a snapshot's host and GPUs), else to this machine or the Slurm
     ``node``: its GPU names then come from one NVML probe (or the saved snapshot), reused by the check."""
     if config is None:
-        environ = options.environ if options.environ is not None else os.environ
-        path = locate(options.config, environ)
+        path = locate(options.config, os.environ)
         if path is None:
             return Applied(options, None, None, None)
         config = read(path, options, warn)
@@ -118,12 +114,19 @@ def merged(options: CheckOptions, effective: "site_config.Effective") -> CheckOp
 
     site_config.check_rule_paths(effective)
     changes: Dict[str, Any] = {}
-    for key, field in FIELDS.items():
-        if key in effective.values and field not in options.given:
-            changes[field] = effective.values[key]
-    changes["settings"] = [item for item, _ in effective.set_items] + list(options.settings)
-    changes["rules_paths"] = [path for path, _ in effective.rules] + list(options.rules_paths)
+    for key, setting in SETTINGS.items():
+        if setting.accumulates:  # the file's first, then the command line's
+            changes[setting.field] = [item for item, _ in _items(effective, key)] + list(getattr(options, setting.field))
+        elif key in effective.values and setting.field not in options.given:
+            changes[setting.field] = effective.values[key]
     return options.replace(**changes)
+
+
+def _items(effective: "Optional[site_config.Effective]", key: str) -> "List[Tuple[str, site_config.Origin]]":
+    """The items the file gives an accumulating setting (set, rules), each with where it was set."""
+    if effective is None:
+        return []
+    return effective.set_items if key == "set" else effective.rules
 
 
 def machine_gpus(options: CheckOptions):
@@ -168,24 +171,18 @@ def origins(applied: Applied) -> List[Tuple[str, str, str]]:
 
     options, effective = applied.options, applied.effective
     rows: List[Tuple[str, str, str]] = []
-    for key, field in FIELDS.items():
-        value = getattr(options, field)
-        if field in options.given:
+    for key, setting in SETTINGS.items():
+        value = getattr(options, setting.field)
+        if setting.accumulates:
+            from_file = _items(effective, key)
+            rows += [(key, item, origin.text) for item, origin in from_file]
+            rows += [(key, item, site_config.COMMAND_LINE.text) for item in value[len(from_file):]]
+            continue
+        if setting.field in options.given:
             where = site_config.COMMAND_LINE.text
         elif effective is not None and key in effective.origins:
             where = effective.origins[key].text
         else:
             where = site_config.DEFAULT.text
-        shown = ", ".join(value) if isinstance(value, tuple) else ("none" if value is None else str(value))
-        rows.append((key, shown or "(all)" if key == "select" else shown or "(none)", where))
-    config_items = [item for item, _ in effective.set_items] if effective else []
-    for item, origin in (effective.set_items if effective else []):
-        rows.append(("set", item, origin.text))
-    for item in options.settings[len(config_items):]:
-        rows.append(("set", item, site_config.COMMAND_LINE.text))
-    config_rules = [path for path, _ in effective.rules] if effective else []
-    for path, origin in (effective.rules if effective else []):
-        rows.append(("rules", path, origin.text))
-    for path in options.rules_paths[len(config_rules):]:
-        rows.append(("rules", path, site_config.COMMAND_LINE.text))
+        rows.append((key, setting.show(value), where))
     return rows

@@ -38,7 +38,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, NamedTuple, Optional
 
-from preflight.engine.fields import EntryReader, close_matches, entry_reader, optional_int
+from preflight.engine.fields import EntryReader, entry_reader
+from preflight.errors import close_matches
 from preflight.engine.fix import Fix
 from preflight.engine.loader import RuleSet
 from preflight.engine.placeholders import CLUE_VALUES, RUN_PREFIX, all_placeholders
@@ -161,9 +162,9 @@ def _pattern(entry: EntryReader, raw: Any, index: int) -> Pattern:
     return Pattern(anchor, compiled)
 
 
-def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Failure:
-    entry = entry_reader(raw, path, "failure", ruleset.warnings, ruleset.fixes)
-    entry.warn_unknown(_KEYS)
+def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Failure:
+    entry = entry_reader(raw, path, "failure", ruleset.warnings, ruleset.fixes, table)
+    entry.check_keys(_KEYS)
     patterns_raw = raw.get("patterns")
     if not isinstance(patterns_raw, list) or not patterns_raw:
         raise entry.error("'patterns' must be a non-empty list of literal strings or {anchor, regex} tables")
@@ -188,7 +189,7 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Failure:
         raise entry.error("missing required key 'fix'")
     fix = entry.fix(raw["fix"], "fix", allowed)
     examples = entry.string_list("examples")
-    return Failure(entry.entry_id, entry.string("title", required=True), optional_int(entry, "priority", 50, 0, 100),
+    return Failure(entry.entry_id, entry.string("title", required=True), entry.integer("priority", 0, 100, default=50),
                    patterns, cause, fix, entry.string_list("rules"), facts, context, entry.string_list("supersedes"),
                    dict(values), dict(defaults), examples, entry.string("source"), path, entry.string_list("only_with"))
 
@@ -203,9 +204,9 @@ class Clue(NamedTuple):
     origin: str
 
 
-def build_clue(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Clue:
-    entry = entry_reader(raw, path, "clue", ruleset.warnings, ruleset.fixes)
-    entry.warn_unknown({"id", "patterns", "examples", "source"})
+def build_clue(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Clue:
+    entry = entry_reader(raw, path, "clue", ruleset.warnings, ruleset.fixes, table)
+    entry.check_keys({"id", "patterns", "examples", "source"})
     patterns_raw = raw.get("patterns")
     if not isinstance(patterns_raw, list) or not patterns_raw:
         raise entry.error("'patterns' must be a non-empty list of {anchor, regex} tables")

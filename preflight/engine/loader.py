@@ -21,11 +21,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from preflight.cache import parsed_toml
 from preflight.engine.compare import COMPARISONS
-from preflight.engine.fields import EntryReader, build_fix, close_matches, entry_reader
+from preflight.engine.fields import EntryReader, build_fix, entry_reader
 from preflight.engine.fix import Fix
 from preflight.engine.model import PROFILES, SEVERITIES, Rule, WarnOnly
 from preflight.engine.placeholders import BASE_PLACEHOLDERS, all_placeholders
-from preflight.errors import PreflightError, RuleFileError
+from preflight.errors import PreflightError, RuleFileError, close_matches
 from preflight.facts.conditions import CONDITIONS
 from preflight.facts.registry import REGISTRY
 
@@ -104,8 +104,8 @@ ENTRY_KINDS = (
     ("rule", "rules", "preflight.engine.loader:build_rule", None),
     ("failure", "failures", "preflight.diagnose.failures:build_failure", "failures"),
     ("clue", "clues", "preflight.diagnose.failures:build_clue", "failures"),
-    ("workload", "workloads", "preflight.capacity.workloads:build_workload", "capacity"),
-    ("gpu", "gpus", "preflight.capacity.workloads:build_gpu", "capacity"),
+    ("workload", "workloads", "preflight.engine.capacity_entries:build_workload", "capacity"),
+    ("gpu", "gpus", "preflight.engine.capacity_entries:build_gpu", "capacity"),
 )
 _TOP_LEVEL = tuple(kind for kind, _, _, _ in ENTRY_KINDS) + ("schema",)
 
@@ -121,8 +121,8 @@ def _add_entries(ruleset: RuleSet, parsed, kind: str, into: Dict[str, Any], buil
     for layer in parsed:
         seen: Dict[str, str] = {}
         for path, data in layer:
-            for raw in _tables(data, kind, path):
-                entry = build(raw, path, ruleset)
+            for index, raw in enumerate(_tables(data, kind, path)):
+                entry = build(raw, path, ruleset, (kind, index))
                 if entry.id in seen:
                     raise RuleFileError(path, "%s id '%s' is defined twice (also in %s)" % (kind, entry.id, seen[entry.id]),
                                         entry.id if kind != "fix" else "", kind=kind)
@@ -152,10 +152,9 @@ def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
         raise RuleFileError(path, "not UTF-8 text (%s)" % exc)
     except ValueError as exc:
         raise RuleFileError(path, str(exc))
-    for key in data:
-        if key not in _TOP_LEVEL:
-            ruleset.warnings.append("%s: unknown top-level key '%s' (ignored; write [[rule]], [[fix]] or [[failure]])"
-                                    % (path, key))
+    top = EntryReader(data, path, "file", "", ruleset.warnings, ruleset.fixes)
+    top.check_keys(_TOP_LEVEL, "a rule file (at its top level)", "a rule file holds [[rule]], [[fix]], [[failure]], "
+                   "[[clue]], [[workload]] and [[gpu]] tables")
     return data
 
 
@@ -166,16 +165,17 @@ def _tables(data: Dict[str, Any], key: str, path: str) -> List[Dict[str, Any]]:
     return tables
 
 
-def build_fix_entry(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Fix:
-    entry = EntryReader(raw, path, "fix", "", ruleset.warnings, ruleset.fixes)
+def build_fix_entry(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Fix:
+    entry = EntryReader(raw, path, "fix", "", ruleset.warnings, ruleset.fixes, table)
     return build_fix(entry, entry.string("id", required=True), all_placeholders())
 
 
-def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet) -> Rule:
-    entry = entry_reader(raw, path, "rule", ruleset.warnings, ruleset.fixes)
+def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Rule:
+    entry = entry_reader(raw, path, "rule", ruleset.warnings, ruleset.fixes, table)
     rule_id = entry.entry_id
     compare_name = raw.get("compare")
-    entry.warn_unknown(_RULE_KEYS | set(COMPARISONS[compare_name].params if compare_name in COMPARISONS else ()))
+    entry.check_keys(_RULE_KEYS | set(COMPARISONS[compare_name].params if compare_name in COMPARISONS else ()),
+                     "a rule (with compare = %r)" % compare_name if compare_name in COMPARISONS else "a rule")
 
     title = entry.string("title", required=True)
     severity = entry.string("severity", default="error")
@@ -252,11 +252,9 @@ def _warn_only(entry: EntryReader, profiles: Tuple[str, ...], allowed: set) -> O
         return None
     where = "warn_only"
     if not isinstance(raw, dict):
-        raise entry.error("'warn_only' must be a table: [rule.warn_only]")
-    unknown = set(raw) - WARN_ONLY_KEYS
-    if unknown:
-        raise entry.error("%s: unknown key(s) %s (known: %s)" % (where, ", ".join(sorted(unknown)),
-                                                                ", ".join(sorted(WARN_ONLY_KEYS))))
+        raise entry.error("'warn_only' must be a table: [rule.warn_only]", key="warn_only")
+    entry = entry.child(raw, "warn_only")
+    entry.check_keys(WARN_ONLY_KEYS, "[rule.warn_only]")
     chosen = raw.get("profiles", list(profiles))
     if not isinstance(chosen, list) or not chosen or any(p not in profiles for p in chosen):
         raise entry.error("%s: 'profiles' must list some of the rule's profiles (%s)" % (where, ", ".join(profiles)))
@@ -295,16 +293,10 @@ EXAMPLE_STATUSES = ("pass", "warn", "fail", "skip", "error")
 
 
 def _examples(entry: EntryReader, profiles: Tuple[str, ...]) -> Tuple[Dict[str, Any], ...]:
-    raw = entry.raw.get("examples", [])
-    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
-        raise entry.error("'examples' must be an array of tables: write [[rule.examples]]")
     examples = []
-    for index, example in enumerate(raw):
-        where = "examples[%d]" % index
-        unknown = set(example) - EXAMPLE_KEYS
-        if unknown:
-            raise entry.error("%s: unknown key(s) %s (known: %s)" % (where, ", ".join(sorted(unknown)),
-                                                                    ", ".join(sorted(EXAMPLE_KEYS))))
+    for index, reader in enumerate(entry.tables("examples")):
+        entry, example, where = reader, reader.raw, "examples[%d]" % index
+        entry.check_keys(EXAMPLE_KEYS, "[[rule.examples]]")
         if example.get("expect") not in EXAMPLE_STATUSES:
             raise entry.error("%s: 'expect' must be one of %s" % (where, ", ".join(EXAMPLE_STATUSES)))
         profile = example.get("profile", profiles[0])

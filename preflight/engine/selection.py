@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional
 
-from preflight.engine.fields import suggestions
 from preflight.engine.loader import RuleSet
 from preflight.engine.model import SEVERITIES, ResolvedRule
-from preflight.errors import SelectionError
+from preflight.errors import SelectionError, suggestions
 
 
 def matches(rule_id: str, selector: str) -> bool:

@@ -1,0 +1,125 @@
+"""The settings a site configuration may give and the command line overrides, each declared once.
+
+A declaration says everything about a setting: its configuration key, the
+field of ``CheckOptions`` that holds it, its command-line flag and help, how a
+value is parsed and checked (the same for ``--timeout 30s`` and
+``timeout = "30s"``), and how ``config show`` prints it. The click options
+(``cli.py``), the site configuration reader (``site_config.py``), the options
+value (``commands/options.py``) and ``config show`` are all built from
+``SETTINGS``; adding a setting is adding one entry here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+
+MAX_TIMEOUT = 3600
+
+
+class Setting(NamedTuple):
+    key: str  # in the site configuration: expect_gpus = 8
+    field: str  # in CheckOptions
+    flag: str  # on the command line: --expect-gpus
+    metavar: str
+    help: str
+    parse: Callable[[Any], Any]  # a value from the file or the command line -> the value; ValueError says why
+    multiple: bool = False  # a list: repeated or comma-separated on the command line, a list in the file
+    example: str = ""  # a value that works, for messages
+    accumulates: bool = False  # the file's items and the command line's both apply (set, rules); else it replaces
+
+    def read(self, value: Any, where: str = "") -> Any:
+        """The parsed value; PreflightError naming ``where`` (the flag, or the file's place) when it is wrong."""
+        from preflight.errors import PreflightError
+
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            raise PreflightError("%s %s" % (where or self.flag, exc), "for example: %s" % self.example)
+
+    def show(self, value: Any) -> str:
+        """The value as ``config show`` prints it."""
+        if self.multiple:
+            return ", ".join(value) or ("(all)" if self.key == "select" else "(none)")
+        return "none" if value is None else (str(value) or "(none)")
+
+
+def _profile(value: Any) -> str:
+    from preflight.engine.model import PROFILES
+
+    if value not in PROFILES:
+        raise ValueError("must be one of %s, got %r" % (", ".join(PROFILES), value))
+    return value
+
+
+def _strings(value: Any) -> Tuple[str, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+        raise ValueError("must be a string or a list of strings, got %r" % (value,))
+    return tuple(v.strip() for v in values)
+
+
+def _selectors(value: Any) -> Tuple[str, ...]:
+    """Rule ids or prefixes; a comma-separated string counts as several (--select gpu,driver)."""
+    return tuple(part.strip() for item in _strings(value) for part in item.split(",") if part.strip())
+
+
+def _settings(value: Any) -> Tuple[str, ...]:
+    items = _strings(value)
+    for item in items:
+        target, equals, _ = item.partition("=")
+        if not equals or "." not in target.strip():
+            raise ValueError("%r is not RULE.KEY=VALUE" % item)
+    return items
+
+
+def _expect_gpus(value: Any) -> Optional[str]:
+    from preflight.units import parse_gpu_count
+
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError("must be a GPU count or \"auto\", got %r" % (value,))
+    return parse_gpu_count(value)
+
+
+def _timeout(value: Any) -> float:
+    from preflight.units import parse_duration
+
+    try:
+        if isinstance(value, bool):
+            raise ValueError(value)
+        try:
+            seconds = float(value)  # 10, "10", and "inf" or "nan", which the bound below refuses by name
+        except (TypeError, ValueError):
+            seconds = parse_duration(value)
+    except (TypeError, ValueError, AttributeError):
+        raise ValueError("must be seconds (10) or a duration (\"30s\"), got %r" % (value,))
+    if math.isnan(seconds) or not 0 < seconds <= MAX_TIMEOUT:
+        raise ValueError("must be more than 0 and at most %d seconds, got %r" % (MAX_TIMEOUT, value))
+    return seconds
+
+
+SETTINGS: Dict[str, Setting] = {s.key: s for s in [
+    Setting("profile", "profile", "--profile", "NAME",
+            "train and inference check the job's environment; node checks hardware and driver only.", _profile,
+            example="--profile node"),
+    Setting("select", "select", "--select", "ID",
+            "Run only these rules: an id or a dotted prefix (gpu selects gpu.*); repeatable or comma-separated.",
+            _selectors, multiple=True, example="--select gpu,driver"),
+    Setting("ignore", "ignore", "--ignore", "ID",
+            "Skip these rules (id or prefix); the more specific selector wins.", _selectors, multiple=True,
+            example="--ignore gpu.nvlink"),
+    Setting("expect_gpus", "expect_gpus", "--expect-gpus", "N|auto",
+            "The GPUs this node or job must have: fewer fails, more warns; 0 means not a GPU node (GPU checks "
+            "skipped).", _expect_gpus, example="--expect-gpus 8 on an 8-GPU node; auto takes the count from Slurm"),
+    Setting("timeout", "timeout", "--timeout", "SECONDS",
+            "Deadline for all probing (10, 30s); a probe that has not answered by then is reported unknown.",
+            _timeout, example="--timeout 10 (probing takes well under a second)"),
+    Setting("set", "settings", "--set", "RULE.KEY=VALUE",
+            "Change a threshold without editing files, e.g. --set driver.version.min=535 --set gpu.memory.min=24GB.",
+            _settings, multiple=True, example='set = ["driver.version.min=550"]', accumulates=True),
+    Setting("rules", "rules_paths", "--rules", "PATH",
+            "Add or override rules from a .toml file or a folder of them (repeatable).", _strings, multiple=True,
+            example="--rules site-rules.toml", accumulates=True),
+]}
