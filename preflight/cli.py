@@ -29,7 +29,8 @@ import click
 from preflight import __version__
 from preflight.engine.model import PROFILES
 from preflight.errors import ExitCode, PreflightError
-from preflight.render.formats import FORMATS
+from preflight.commands.schema import DOCUMENTS as SCHEMA_DOCUMENTS
+from preflight.render.formats import names as format_names
 
 _COLORS = click.Choice(["auto", "always", "never"])
 
@@ -133,8 +134,18 @@ CHECK_WITHOUT_FACTS = check_group(with_facts=False)  # fleet and serve judge man
 
 MAX_OBJECTS_HELP = ("Training on dense data: the most labelled objects in one image (the loss pads every image of "
                     "a batch to its most). Without it the estimate assumes a typical count (8, as measured).")
-WORKLOAD = [
-    click.option("--workload", metavar="ID", shell_complete=_complete("workloads"), help="Size a workload against free GPU memory (yolov9-t ... yolov9-e, gelan-t ... gelan-e)."),
+
+
+def workload_group(required: bool = False) -> List[Callable]:
+    """The workload to size: check, exec and serve (optional, against free GPU memory) and plan (required)."""
+    return [
+        click.option("--workload", metavar="ID", required=required, shell_complete=_complete("workloads"),
+                     help="%s (yolov9-t ... yolov9-e, gelan-t ... gelan-e, or your own from --rules)." % (
+                         "The workload to plan" if required else "Size a workload against free GPU memory")),
+    ] + _WORKLOAD_DETAILS
+
+
+_WORKLOAD_DETAILS = [
     click.option("--task", type=click.Choice(["train", "inference"]),
                  help="What the workload does [default: train, or inference with --profile inference]."),
     click.option("--batch", type=int, metavar="N", help="Total batch size (under DDP split across the GPUs) "
@@ -147,6 +158,7 @@ WORKLOAD = [
                       "state per parameter than SGD."),
     click.option("--max-objects", type=int, metavar="N", help=MAX_OBJECTS_HELP),
 ]
+WORKLOAD = workload_group()
 OUTPUT = click.option("--output", metavar="FILE", help="Write to FILE instead of standard output ('-'): a regular "
                       "file is replaced atomically (a link is followed and kept, unless it lies in a folder others can write "
                       "and neither root nor you own it); a device or pipe is written in place.")
@@ -268,7 +280,7 @@ def cli() -> None:
 
 @cli.command()
 @declare(CHECK)
-@click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True,
+@click.option("--format", "output_format", type=click.Choice(format_names("report")), default="text", show_default=True,
               help="text for people; json (preflight.report/1); junit for CI; prometheus for node_exporter's textfile "
                    "collector; nfd for Node Feature Discovery's features.d; npd for node-problem-detector "
                    "(exit 0 OK, 1 problem, 2 unknown).")
@@ -289,7 +301,7 @@ def check(options, output_format, output, expires_in, quiet, color) -> int:
 
 @cli.command()
 @click.option("--list", "list_facts", is_flag=True, help="List the facts rules can read instead of collecting them.")
-@click.option("--format", "output_format", type=click.Choice(["json", "text"]), default="json", show_default=True,
+@click.option("--format", "output_format", type=click.Choice(format_names("facts")), default="json", show_default=True,
               help="json: the snapshot (preflight.facts/1); text: a block to paste into a bug report.")
 @OUTPUT
 @check_options(PROBE)
@@ -303,7 +315,7 @@ def facts(options, list_facts, output_format, output) -> int:
 
 @cli.command("rules")
 @setting("profile", type=click.Choice(PROFILES), metavar=None, help="Only the rules of this profile.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
+@click.option("--format", "output_format", type=click.Choice(format_names("rules")), default="text",
               show_default=True)
 @setting("rules", help="Add or override rules (repeatable).")
 def list_rules(profile, output_format, rules_paths) -> int:
@@ -325,7 +337,8 @@ def explain(rule_id, rules_paths) -> int:
 
 @cli.command()
 @click.argument("log", required=False, metavar="[LOG|-]")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "output_format", type=click.Choice(format_names("diagnosis")), default="text",
+              show_default=True)
 @click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
               help="Make fixes concrete with a saved snapshot instead of probing.")
 @click.option("--no-facts", is_flag=True,
@@ -359,23 +372,14 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 
 
 @cli.command()
-@click.option("--workload", required=True, metavar="ID", shell_complete=_complete("workloads"), help="The workload (yolov9-t ... yolov9-e, gelan-t ... gelan-e, or your own).")
-@click.option("--task", type=click.Choice(["train", "inference"]), default="train", show_default=True)
-@click.option("--batch", type=int, metavar="N", help="Batch size per GPU [default: 16 to train, as train.py and "
-              "train_dual.py; 1 for inference]; the largest that fits is shown too.")
-@click.option("--img", "imgsz", type=int, default=640, show_default=True, metavar="N", help="Image size (--img).")
-@click.option("--fp32", is_flag=True, help="Training without AMP.")
-@click.option("--half", is_flag=True, help="Inference in FP16 (detect_dual.py --half).")
-@click.option("--optimizer", type=click.Choice(["SGD", "Adam", "AdamW"]), default="SGD", show_default=True,
-              help="Training optimizer (train.py/train_dual.py --optimizer).")
-@click.option("--max-objects", type=int, metavar="N", help=MAX_OBJECTS_HELP)
+@declare(workload_group(required=True))
 @click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME", shell_complete=_complete("gpus"),
               help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
 @click.option("--gpu-memory", metavar="SIZE", help="Plan for one GPU that is not in the catalog: its total memory "
               "as nvidia-smi shows it (6GiB, 6144MiB); usable memory is estimated at 97% of it.")
 @click.option("--cc", "compute_capability", metavar="X.Y", help="With --gpu-memory: that GPU's compute capability "
               "(8.6), to say whether PyTorch supports its architecture.")
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "markdown"]), default="text",
+@click.option("--format", "output_format", type=click.Choice(format_names("plan")), default="text",
               show_default=True)
 @OUTPUT
 @click.option("--color", type=_COLORS, default="auto", show_default=True,
@@ -387,8 +391,8 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @setting("timeout", default="10", show_default=True)
 @setting("rules", help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
 @CONFIG
-@check_options(consume=("workload", "task", "batch", "imgsz", "fp32", "half", "optimizer", "max_objects", "facts_file",
-                        "nvml_fixture", "timeout", "rules_paths", "config"))
+@check_options(consume=tuple(_names(workload_group(required=True))) + (
+    "facts_file", "nvml_fixture", "timeout", "rules_paths", "config"))
 def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, output, color) -> int:
     """Will a workload fit, and which GPU to use: memory needed, whether it fits, and the largest batch, per GPU."""
     from preflight.commands import plan as command
@@ -406,7 +410,7 @@ def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, ou
 @click.option("--baseline", metavar="NODE|FILE",
               help="A known-good node (its name among the files read) or its report or snapshot file: list the "
                    "facts on which each node differs from it.")
-@click.option("--format", "output_format", type=click.Choice(["text", "markdown", "json", "csv", "html"]),
+@click.option("--format", "output_format", type=click.Choice(format_names("fleet")),
               default="text", show_default=True)
 @OUTPUT
 @setting("rules", help="Add or override rules (as check --rules) for the snapshots evaluated here.")
@@ -442,7 +446,7 @@ def serve(options, listen, interval, nfd_output, expires_in) -> int:
 
 
 @cli.command()
-@click.argument("name", required=False, type=click.Choice(["report", "diagnosis", "plan", "facts", "fleet"]))
+@click.argument("name", required=False, type=click.Choice(list(SCHEMA_DOCUMENTS)))
 @OUTPUT
 def schema(name, output) -> int:
     """Print the JSON Schema (draft 2020-12) of a JSON document preflight writes: report (check --format json),
@@ -551,7 +555,7 @@ def config_group() -> None:
               show_default=True, help="Whose built-in defaults to show (slurm: profile node, --expect-gpus auto).")
 @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
               help="GPU names from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "output_format", type=click.Choice(format_names("config")), default="text", show_default=True)
 def config_show(config, host, gpus, partitions, features, for_command, nvml_fixture, output_format) -> int:
     """Print the settings in effect here (profile, select, ignore, set, rules, expect_gpus, timeout) and where
     each came from: the built-in default, [defaults], or the [[match]] that set it, with its line.

@@ -123,7 +123,3 @@ def load_json(path: str, what: str, error: Callable[..., PreflightError], hint: 
               limit: int = MAX_BYTES) -> Any:
     return parse_json(read_text(path, what, error, hint, allow_stdin, limit), what, error, hint)
 
-
-def dumps_strict(data: Any, indent: Optional[int] = 2) -> str:
-    """JSON out: never NaN or Infinity (which no JSON reader accepts)."""
-    return json.dumps(data, indent=indent, allow_nan=False)

@@ -82,3 +82,17 @@ def line(host: Optional[str], inventory: Dict[str, Any]) -> str:
     software = "Python %s, %s" % (python.get("version") or "?", "torch %s" % torch["version"] if torch else "no torch") \
         if python else "Python not probed"
     return " | ".join([host or "unknown host", gpu_summary(inventory.get("gpus") or []), drivers, software])
+
+
+def json_schema() -> Dict[str, Any]:
+    """``of`` as JSON Schema."""
+    from preflight.json_schema import BOOL, INT, STR, nullable, obj
+
+    return obj(["gpus", "driver", "python", "torch"], {
+        "gpus": {"type": "array", "items": obj(["index", "name"], {
+            "index": nullable(INT), "name": nullable(STR), "uuid": nullable(STR), "pci_bus_id": nullable(STR),
+            "memory_total": nullable(INT), "compute_capability": nullable(STR), "lost": BOOL})},
+        "driver": obj(["version", "cuda"], {"version": nullable(STR), "cuda": nullable(STR), "nvml": nullable(STR)}),
+        "python": nullable(obj([], {"executable": nullable(STR), "version": nullable(STR)})),
+        "torch": nullable(obj([], {"version": nullable(STR), "cuda": nullable(STR)})),
+    })

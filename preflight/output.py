@@ -35,6 +35,13 @@ _TEMP = r"^\.(?P<name>.+)\.preflight-(?P<pid>\d+)-[A-Za-z0-9_]+\.tmp$"  # compil
 STALE_AFTER = 3600.0  # seconds: a temporary file this old is stale even if its PID was reused
 
 
+def json_text(document) -> str:
+    """A JSON document as preflight writes every one: indented by 2, keys in the order given, no NaN (invalid JSON)."""
+    import json
+
+    return json.dumps(document, indent=2, allow_nan=False)
+
+
 def emit(text: str, path=None) -> None:
     """Write ``text`` to standard output (``path`` None or ``-``) or to ``path``."""
     if not text.endswith("\n"):

@@ -138,3 +138,24 @@ class Report:
             "results": [result.to_json() for result in self.results],
             "notes": list(self.notes),
         }
+
+
+def json_schema() -> Dict[str, Any]:
+    """``Report.to_json`` (check --format json) as JSON Schema; ``served`` is what serve's /report adds."""
+    from preflight import inventory
+    from preflight.engine.evaluate import result_json_schema
+    from preflight.json_schema import BOOL, INT, NUM, STR, nullable, obj, strings
+
+    counts = obj(STATUSES, {s: {"type": "integer", "minimum": 0} for s in STATUSES}, False)
+    return obj(["schema", "host", "collected_at", "preflight_version", "knowledge_as_of", "inventory", "ok", "profile",
+                "strict", "exit_code", "summary", "facts_source", "seconds", "results", "notes"], {
+        "schema": {"const": SCHEMA}, "host": nullable(STR),
+        "collected_at": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"},
+        "preflight_version": STR,
+        "knowledge_as_of": nullable({"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}),
+        "inventory": inventory.json_schema(), "ok": BOOL, "notes": strings(),
+        "profile": {"enum": ["train", "inference", "node"]}, "strict": BOOL, "exit_code": {"enum": [0, 1]},
+        "summary": counts, "facts_source": STR, "seconds": {"type": "number", "minimum": 0},
+        "results": {"type": "array", "items": result_json_schema()},
+        "served": obj(["age_seconds", "checks"], {"age_seconds": NUM, "checks": INT, "last_error": nullable(STR)}),
+    })

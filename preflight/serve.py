@@ -12,13 +12,13 @@ lock, so a check whose probe hangs never holds one up: the previous result is se
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from preflight.output import json_text
 from preflight.report import Report
 
 
@@ -127,11 +127,11 @@ def metrics(latest: Latest) -> Tuple[int, str]:
 def report_json(latest: Latest) -> Tuple[int, str]:
     report, error, finished, checks, _ = latest.snapshot()
     if report is None:
-        return 503, json.dumps({"error": error or "no check has finished yet"})
+        return 503, json_text({"error": error or "no check has finished yet"})
     document: Dict[str, Any] = report.to_json()
     document["served"] = {"age_seconds": round(time.time() - (finished or time.time()), 3), "checks": checks,
                           "last_error": error}
-    return 200, json.dumps(document, indent=2)
+    return 200, json_text(document)
 
 
 ROUTES = {"/healthz": (healthz, "text/plain; charset=utf-8"),

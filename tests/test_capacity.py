@@ -412,7 +412,7 @@ def test_fix_commands_use_the_models_own_scripts_and_a_batch_one_gpu_holds():
 
 
 def test_planning_on_windows_says_a_run_may_spill_into_system_memory(monkeypatch):
-    from preflight.capacity import planning
+    from preflight.commands import plan as planning
     from preflight.render import plan as render
 
     result = planning.plan(request("gelan-c", "train", "amp", 16), RULESET, None, ["t4"])

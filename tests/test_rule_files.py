@@ -267,3 +267,28 @@ def test_every_source_cites_a_public_document():
             assert internal not in entry.source.replace("tests/fixtures/h200-", ""), (entry.id, entry.source)
         assert "https://" in entry.source or "this repository" in entry.source or "/" in entry.source, \
             (entry.id, entry.source)
+
+
+def test_every_default_rule_says_where_its_fix_goes_and_what_it_answers():
+    """The fix order and "this fix also answers rule X" are the rules' own policy, in their files."""
+    from preflight.engine import loader
+    from preflight.input_files import parse_toml
+
+    ruleset = loader.load()
+    for path in sorted((REPO / "rules").glob("*.toml")):
+        for raw in parse_toml(path.read_text(), "a rule file").get("rule", []):
+            assert isinstance(raw.get("fix_order"), int), "%s: rule %s has no fix_order" % (path.name, raw["id"])
+    orders = [rule.fix_order for rule in ruleset.rules.values()]
+    assert len(set(orders)) == len(orders), "two default rules share a fix_order: the order between them is unsaid"
+    assert ruleset.rules["nvml.init"].fix_order < ruleset.rules["driver.version"].fix_order \
+        < ruleset.rules["torch.cuda"].fix_order < ruleset.rules["torch.arch"].fix_order
+    assert ruleset.rules["driver.version"].answers == ("cuda.compat",)
+    for rule in ruleset.rules.values():
+        assert all(other in ruleset.rules for other in rule.answers), rule.id
+
+
+def test_answers_must_name_a_rule(tmp_path):
+    path = write(tmp_path, GOOD_RULE.replace('compare = "pattern"', 'compare = "pattern"\nanswers = ["gpu.cuont"]'))
+    completed = run_cli("check", "--rules", path, "--nvml-fixture", H200)
+    assert completed.returncode == 2
+    assert "'answers' names 'gpu.cuont', which is not a rule (did you mean gpu.count?)" in completed.stderr

@@ -1,14 +1,11 @@
-"""preflight plan: one workload against every catalog GPU and this machine's GPUs."""
+"""A plan: one workload against GPUs, one row per GPU (the table ``preflight plan`` prints and writes as
+preflight.plan/1). The rows are made by commands/plan.py; this module holds their shape."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional
 
-from preflight.engine.loader import RuleSet
 from preflight.capacity import estimate
-from preflight.capacity.workloads import GpuModel
-from preflight.errors import PreflightError
-from preflight.facts.view import SnapshotView, Unknown
 
 
 class Row(NamedTuple):
@@ -56,70 +53,24 @@ class Plan(NamedTuple):
         }
 
 
-def _arch(rule, compute_capability: Optional[str]) -> str:
-    """The default rule's verdict on a compute capability: yes, below recommended, or no."""
-    if rule is None or compute_capability is None:
-        return "unknown"
-    resolved = rule.resolve("train")
-    texts = resolved.texts()
-    verdict = rule.comparison.evaluate(compute_capability, resolved.params, {})
-    if verdict.status == "pass":
-        return "yes"
-    if verdict.status == "warn":
-        return "yes, below the recommended %s" % texts.get("recommended", "")
-    return "no (needs %s)" % texts.get("min", "")
+def json_schema() -> Dict[str, Any]:
+    """``Plan.to_json`` (plan --format json) as JSON Schema."""
+    from preflight.json_schema import BOOL, INT, NUM, STR, nullable, obj, strings
 
-
-def _chosen(gpus, filters: List[str]):
-    if not filters:
-        return list(gpus)
-    chosen = []
-    for wanted in filters:
-        found = [g for g in gpus if wanted.lower() in g.name.lower() or wanted.lower() == g.id]
-        if not found:
-            raise PreflightError("--gpu %s: no catalog GPU matches" % wanted,
-                                 "catalog: %s" % ", ".join(g.name for g in gpus))
-        chosen.extend(g for g in found if g not in chosen)
-    return sorted(chosen, key=lambda g: g.memory_mib)
-
-
-def plan(request: Dict[str, Any], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], filters: List[str],
-         custom: Optional[GpuModel] = None) -> Plan:
-    """Every catalog GPU (or those ``filters`` name) and this machine's; or ``custom`` alone."""
-    batch = request["batch"] or 1
-    required = estimate.required_bytes(request, batch)
-    rule = ruleset.rules.get("gpu.compute_capability")
-    catalog = sorted(ruleset.gpus.values(), key=lambda g: g.memory_mib)
-    rows = []
-    for gpu in [custom] if custom is not None else _chosen(catalog, filters):
-        available = estimate.catalog_available(gpu)
-        cc = gpu.compute_capability or None
-        rows.append(Row(gpu.name, "custom" if gpu is custom else "catalog", gpu.id, gpu.memory_bytes, available, cc,
-                        _arch(rule, cc), required, required <= available, estimate.max_batch(request, available),
-                        gpu.usable_basis, None if gpu is custom else gpu.ecc))
-    machine_rows, note = _this_machine(request, batch, required, rule, snapshot)
-    smallest = [g.name for g in estimate.fitting_gpus(request, batch, catalog)[:3]]
-    return Plan(request, batch, rows + machine_rows, smallest, note)
-
-
-def _this_machine(request, batch: int, required: int, rule, snapshot):
-    if snapshot is None:
-        return [], None
-    facts = SnapshotView(snapshot)
-    try:
-        nvml = facts.section("nvml")
-        if nvml.get("init", {}).get("status") != "ok":
-            return [], "NVML is not available here (%s)" % nvml.get("init", {}).get("status")
-        rows = []
-        for gpu in facts.visible_gpus(readable=True):
-            index = gpu.get("index")
-            memory = gpu.get("memory") or {}
-            if memory.get("free") is None or memory.get("total") is None:
-                continue
-            free = memory["free"]
-            rows.append(Row(gpu.get("name") or "GPU %d" % index, "this machine", "gpu%d" % index, memory["total"], free,
-                            gpu.get("compute_capability"), _arch(rule, gpu.get("compute_capability")), required,
-                            required <= free, estimate.max_batch(request, free)))
-        return rows, None if rows else "no GPU is visible here"
-    except Unknown as unknown:
-        return [], "this machine's GPUs are unknown: %s" % unknown
+    row = obj(["name", "source", "subject", "memory_bytes", "available_bytes", "fits", "max_batch", "required_bytes"], {
+        "name": STR, "source": {"enum": ["catalog", "this machine", "custom"]}, "subject": STR,
+        "memory_bytes": INT, "available_bytes": INT, "available_basis": {"enum": ["reported", "estimated", "free now"]},
+        "ecc": nullable(STR), "compute_capability": nullable(STR), "arch_supported": STR,
+        "required_bytes": INT, "fits": BOOL, "max_batch": {"type": "integer", "minimum": 0}})
+    return obj(["schema", "workload", "estimate", "gpus", "smallest_fitting"], {
+        "schema": {"const": "preflight.plan/1"},
+        "workload": obj(["id", "task", "precision", "imgsz", "batch"], {
+            "id": STR, "title": STR, "task": {"enum": ["train", "inference"]},
+            "precision": {"enum": ["amp", "fp32", "fp16"]}, "imgsz": INT, "batch": nullable(INT),
+            "optimizer": {"enum": ["SGD", "Adam", "AdamW", None]}}),
+        "estimate": obj(["batch", "required_bytes", "training_bytes", "basis", "margin"], {
+            "batch": INT, "required_bytes": INT, "training_bytes": INT,
+            "basis": {"enum": ["measured", "extrapolated", "derived"]}, "max_objects": nullable(INT),
+            "margin": NUM, "measured_on": STR, "notes": strings()}),
+        "gpus": {"type": "array", "items": row}, "smallest_fitting": strings(),
+        "this_machine": nullable(STR)})

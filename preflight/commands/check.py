@@ -11,6 +11,6 @@ def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) 
     from preflight.render import formats
 
     report = pipeline.check(options, warn)
-    emit(formats.render(report, shown.format, quiet=shown.quiet, color=shown.colored(),
+    emit(formats.render("report", report, shown.format, quiet=shown.quiet, color=shown.colored(),
                         expires_in=shown.expires_in), shown.output)
     return formats.exit_code(report, shown.format)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from preflight import site_config
 from preflight.commands import pipeline, site
@@ -27,41 +26,16 @@ def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partit
     problems = [] if prepared.rules else [pipeline.no_rules_left(applied).message]
     rows = site.origins(applied)
     sections = applied.effective.applied if applied.effective else []
-    if output_format == "json":
-        echo(json.dumps({
-            "config": path,
-            "target": here._asdict(),
-            "settings": [{"setting": key, "value": value, "from": where} for key, value, where in rows],
-            "sections": [{"section": section.name, "line": section.line, "applies": not why_not,
-                          "why_not": why_not or None} for section, why_not in sections],
-            "problems": problems,
-        }, indent=2))
-        return 0
-    echo(_text(path, here, rows, sections, problems))
+    document = {
+        "config": path,
+        "system_config": site.SYSTEM_CONFIG,
+        "target": here._asdict(),
+        "settings": [{"setting": key, "value": value, "from": where} for key, value, where in rows],
+        "sections": [{"section": section.name, "line": section.line, "applies": not why_not,
+                      "why_not": why_not or None} for section, why_not in sections],
+        "problems": problems,
+    }
+    from preflight.render import formats
+
+    echo(formats.render("config", document, output_format))
     return 0
-
-
-def _text(path, here: site_config.Target, rows, sections, problems=()) -> str:
-    def known(values) -> str:
-        return "unknown" if values is None else (", ".join(values) or "none")
-
-    lines: List[str] = [
-        "configuration: %s" % (path or "none (no --config, PREFLIGHT_CONFIG or %s)" % site.SYSTEM_CONFIG),
-        "host %s | GPUs: %s | Slurm partitions: %s | features: %s" % (
-            here.host, known(here.gpus), known(here.partitions), known(here.features)),
-        "",
-    ]
-    width = max(len(key) for key, _, _ in rows)
-    value_width = min(40, max(len(value) for _, value, _ in rows))
-    for key, value, where in rows:
-        lines.append("%-*s  %-*s  %s" % (width, key, value_width, value, where))
-    if sections:
-        lines.append("")
-        for section, why_not in sections:
-            where = "line %d" % section.line if section.line else "?"
-            lines.append("%s (%s): %s" % (section.name, where, "applies" if not why_not else "does not apply: " + why_not))
-    for problem in problems:
-        lines += ["", "PROBLEM: %s" % problem]
-    from preflight.render.blocks import printable
-
-    return "\n".join(printable(line) for line in lines)  # values from the file and the machine, shown as text

@@ -87,13 +87,8 @@ def run(path: str, options: CheckOptions, use_facts: bool = True, warn: common.W
 def main(path: str, options: CheckOptions, use_facts: bool, shown: OutputOptions, warn: common.Warn = None) -> int:
     from preflight.output import emit
 
+    from preflight.render import formats
+
     found = run(path, options, use_facts, warn)
-    if shown.format == "json":
-        import json
-
-        emit(json.dumps(found.to_json(), indent=2), shown.output)
-    else:
-        from preflight.render import diagnosis_text
-
-        emit(diagnosis_text.render(found, color=shown.colored()), shown.output)
+    emit(formats.render("diagnosis", found, shown.format, color=shown.colored()), shown.output)
     return found.exit_code

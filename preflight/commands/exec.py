@@ -23,7 +23,7 @@ def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, wa
     report = entrypoint.check_until(lambda: pipeline.check(options, warn), retry_timeout, sleep, log)
     from preflight.render import formats
 
-    log(formats.render(report, shown.format, quiet=shown.quiet, color=shown.colored(sys.stderr), show_exit=False))
+    log(formats.render("report", report, shown.format, quiet=shown.quiet, color=shown.colored(sys.stderr), show_exit=False))
     if not report.ok and not warn_only:
         log("preflight: not starting %s: the checks failed (exit %d)" % (command[0], fail_exit_code))
         entrypoint.write_termination_message(

@@ -20,16 +20,10 @@ def run(options: CheckOptions, warn: common.Warn = None) -> Dict[str, Any]:
 
 
 def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) -> int:
-    from preflight.facts import snapshot
     from preflight.output import emit
+    from preflight.render import formats
 
-    facts = run(options, warn)
-    if shown.format == "text":
-        from preflight.render import facts_text
-
-        emit(facts_text.render(facts), shown.output)
-    else:
-        emit(snapshot.dumps(facts), shown.output)
+    emit(formats.render("facts", run(options, warn), shown.format), shown.output)
     return ExitCode.OK
 
 

@@ -120,7 +120,8 @@ def baseline_file(path: str) -> dict:
 def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown: OutputOptions,
          warn: common.Warn = None) -> int:
     from preflight.output import emit
-    from preflight.render import fleet as render
+    from preflight.render import formats
+    from preflight.render.fleet import FleetView
 
     fleet = run(options, paths, warn, baseline)
     if not fleet.nodes:
@@ -132,5 +133,5 @@ def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown
     if baseline and against is None:
         raise PreflightError("--baseline %s: no node of that name was read, and no such file" % baseline,
                              "nodes read: %s" % ", ".join(n.name for n in fleet.nodes[:10]))
-    emit(render.render(fleet, shown.format, baseline, against), shown.output)
+    emit(formats.render("fleet", FleetView(fleet, baseline, against), shown.format), shown.output)
     return ExitCode.FAILED if fleet.counts()["failing"] else ExitCode.OK

@@ -4,11 +4,18 @@ user describes (--gpu-memory, --cc)."""
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
+from preflight.capacity import estimate
+from preflight.capacity.planning import Plan, Row
+from preflight.capacity.workloads import GpuModel
 from preflight.commands import common, pipeline
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode, PreflightError
+from preflight.facts.view import SnapshotView, Unknown
+
+if TYPE_CHECKING:
+    from preflight.engine.loader import RuleSet
 
 MIN_GPU_MEMORY = 256 * 2**20
 MAX_GPU_MEMORY = 2**40
@@ -17,7 +24,6 @@ MAX_GPU_MEMORY = 2**40
 def custom_gpu(size: str, compute_capability: Optional[str]):
     """The GPU --gpu-memory (its total, as nvidia-smi shows it) and --cc describe."""
     from preflight import units
-    from preflight.capacity.workloads import GpuModel
 
     try:
         total = units.parse_size_threshold(size)
@@ -33,25 +39,89 @@ def custom_gpu(size: str, compute_capability: Optional[str]):
     return GpuModel("custom", "custom GPU (%d MiB)" % mib, mib, compute_capability or "", "--gpu-memory %s" % size)
 
 
-def run(options: CheckOptions, gpu_filters: List[str], warn: common.Warn = None, custom=None):
-    from preflight.capacity import planning
-
+def run(options: CheckOptions, gpu_filters: List[str], warn: common.Warn = None, custom=None) -> Plan:
     prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
     request = prepared.workload  # sized for the trainers' default batch when none is given
     if custom is not None:  # that GPU alone: this machine's are not probed
-        return planning.plan(request, prepared.ruleset, None, gpu_filters, custom)
+        return plan(request, prepared.ruleset, None, gpu_filters, custom)
     snapshot, _ = common.snapshot(prepared.options, {"nvml"}, [], prepared.applied.early_facts)
-    return planning.plan(request, prepared.ruleset, snapshot, gpu_filters)
+    return plan(request, prepared.ruleset, snapshot, gpu_filters)
+
+
+def _arch(rule, compute_capability: Optional[str]) -> str:
+    """The default rule's verdict on a compute capability: yes, below recommended, or no."""
+    if rule is None or compute_capability is None:
+        return "unknown"
+    resolved = rule.resolve("train")
+    texts = resolved.texts()
+    verdict = rule.comparison.evaluate(compute_capability, resolved.params, {})
+    if verdict.status == "pass":
+        return "yes"
+    if verdict.status == "warn":
+        return "yes, below the recommended %s" % texts.get("recommended", "")
+    return "no (needs %s)" % texts.get("min", "")
+
+
+def _chosen(gpus, filters: List[str]):
+    if not filters:
+        return list(gpus)
+    chosen = []
+    for wanted in filters:
+        found = [g for g in gpus if wanted.lower() in g.name.lower() or wanted.lower() == g.id]
+        if not found:
+            raise PreflightError("--gpu %s: no catalog GPU matches" % wanted,
+                                 "catalog: %s" % ", ".join(g.name for g in gpus))
+        chosen.extend(g for g in found if g not in chosen)
+    return sorted(chosen, key=lambda g: g.memory_mib)
+
+
+def plan(request: Dict[str, Any], ruleset: "RuleSet", snapshot: Optional[Dict[str, Any]], filters: List[str],
+         custom: Optional[GpuModel] = None) -> Plan:
+    """Every catalog GPU (or those ``filters`` name) and this machine's; or ``custom`` alone."""
+    batch = request["batch"] or 1
+    required = estimate.required_bytes(request, batch)
+    rule = ruleset.rules.get("gpu.compute_capability")
+    catalog = sorted(ruleset.gpus.values(), key=lambda g: g.memory_mib)
+    rows = []
+    for gpu in [custom] if custom is not None else _chosen(catalog, filters):
+        available = estimate.catalog_available(gpu)
+        cc = gpu.compute_capability or None
+        rows.append(Row(gpu.name, "custom" if gpu is custom else "catalog", gpu.id, gpu.memory_bytes, available, cc,
+                        _arch(rule, cc), required, required <= available, estimate.max_batch(request, available),
+                        gpu.usable_basis, None if gpu is custom else gpu.ecc))
+    machine_rows, note = _this_machine(request, batch, required, rule, snapshot)
+    smallest = [g.name for g in estimate.fitting_gpus(request, batch, catalog)[:3]]
+    return Plan(request, batch, rows + machine_rows, smallest, note)
+
+
+def _this_machine(request, batch: int, required: int, rule, snapshot):
+    if snapshot is None:
+        return [], None
+    facts = SnapshotView(snapshot)
+    try:
+        nvml = facts.section("nvml")
+        if nvml.get("init", {}).get("status") != "ok":
+            return [], "NVML is not available here (%s)" % nvml.get("init", {}).get("status")
+        rows = []
+        for gpu in facts.visible_gpus(readable=True):
+            index = gpu.get("index")
+            memory = gpu.get("memory") or {}
+            if memory.get("free") is None or memory.get("total") is None:
+                continue
+            free = memory["free"]
+            rows.append(Row(gpu.get("name") or "GPU %d" % index, "this machine", "gpu%d" % index, memory["total"], free,
+                            gpu.get("compute_capability"), _arch(rule, gpu.get("compute_capability")), required,
+                            required <= free, estimate.max_batch(request, free)))
+        return rows, None if rows else "no GPU is visible here"
+    except Unknown as unknown:
+        return [], "this machine's GPUs are unknown: %s" % unknown
 
 
 def main(options: CheckOptions, gpu_filters: List[str], shown: OutputOptions, warn: common.Warn = None,
          custom=None) -> int:
     from preflight.output import emit
-    from preflight.render import plan as render
+    from preflight.render import formats
 
     result = run(options, gpu_filters, warn, custom)
-    if shown.format == "text":
-        emit(render.text(result, color=shown.colored()), shown.output)
-    else:
-        emit({"json": render.as_json, "markdown": render.markdown}[shown.format](result), shown.output)
+    emit(formats.render("plan", result, shown.format, color=shown.colored()), shown.output)
     return ExitCode.OK

@@ -14,16 +14,13 @@ def _in_profile(ruleset, profile: Optional[str]):
 
 
 def list_rules(rules_paths: List[str], profile: Optional[str], output_format: str, warn: common.Warn = None) -> int:
-    from preflight.render import rules_doc
+    from preflight.render import formats
+    from preflight.render.rules_doc import RuleList
 
-    if output_format == "markdown":  # the reference page: rules, facts, and the failure catalog
-        ruleset = common.load_rules(rules_paths, warn, failures=True)
-        emit(rules_doc.markdown(_in_profile(ruleset, profile))
-             + rules_doc.failures_markdown(list(ruleset.failures.values())))
-        return ExitCode.OK
-    ruleset = common.load_rules(rules_paths, warn)
-    rules = _in_profile(ruleset, profile)
-    emit(rules_doc.list_text(rules) if output_format == "text" else rules_doc.list_json(rules))
+    reference = output_format == "markdown"  # the reference page: rules, facts, and the failure catalog
+    ruleset = common.load_rules(rules_paths, warn, failures=reference)
+    listing = RuleList(_in_profile(ruleset, profile), list(ruleset.failures.values()))
+    emit(formats.render("rules", listing, output_format))
     return ExitCode.OK
 
 

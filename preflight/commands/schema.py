@@ -7,8 +7,34 @@ from typing import Optional
 
 from preflight.errors import ExitCode, PreflightError
 
-NAMES = {"report": "preflight.report/1", "diagnosis": "preflight.diagnosis/1", "plan": "preflight.plan/1",
-         "facts": "preflight.facts/1", "fleet": "preflight.fleet/1"}
+# Every JSON document preflight writes: its schema name, what writes it, and the function beside that code that
+# gives its JSON Schema (scripts/make_schemas.py writes them to preflight/schemas/, a test keeps them equal).
+DOCUMENTS = {
+    "report": ("preflight.report/1", "what preflight check --format json writes", "preflight.report:json_schema"),
+    "diagnosis": ("preflight.diagnosis/1", "what preflight diagnose --format json writes",
+                  "preflight.diagnose.diagnosis:json_schema"),
+    "plan": ("preflight.plan/1", "what preflight plan --format json writes",
+             "preflight.capacity.planning:json_schema"),
+    "facts": ("preflight.facts/1", "what preflight facts writes (and check --facts reads)",
+              "preflight.facts.snapshot:json_schema"),
+    "fleet": ("preflight.fleet/1", "what preflight fleet --format json writes", "preflight.render.fleet:json_schema"),
+}
+NAMES = {name: document[0] for name, document in DOCUMENTS.items()}
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+BASE = "urn:preflight:schema:"
+
+
+def generated(name: str) -> str:
+    """The schema of document ``name`` as the code beside its writer defines it, as the shipped file holds it."""
+    import importlib
+
+    from preflight.output import json_text
+
+    schema_name, what, reference = DOCUMENTS[name]
+    module, _, function = reference.partition(":")
+    schema = {"$schema": DRAFT, "$id": BASE + "%s-1" % name, "title": "%s: %s" % (schema_name, what)}
+    schema.update(getattr(importlib.import_module(module), function)())
+    return json_text(schema) + "\n"
 
 
 def path_of(name: str) -> str:

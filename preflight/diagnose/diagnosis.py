@@ -390,3 +390,21 @@ def _notes(run: Dict[str, str], facts: Optional[SnapshotView], same: bool, snaps
         notes.append("this machine (%s) is not where the log ran (%s): its facts are not used"
                      % (here, run.get(RUN_PREFIX + "gpu_name")))
     return notes
+
+
+def json_schema() -> Dict[str, Any]:
+    """``Diagnosis.to_json`` (diagnose --format json) as JSON Schema."""
+    from preflight.engine import fix
+    from preflight.engine.evaluate import result_json_schema
+    from preflight.json_schema import BOOL, INT, STR, nullable, obj, strings
+
+    match = obj(["id", "title", "line", "count", "excerpt", "cause", "fix"], {
+        "id": STR, "title": STR, "line": {"type": "integer", "minimum": 1}, "count": {"type": "integer", "minimum": 1},
+        "excerpt": STR, "cause": STR, "context": strings(), "fix": fix.json_schema(),
+        "rules": strings(), "checks": {"type": "array", "items": result_json_schema()},
+        "explains": {"type": "array", "items": obj(["id"], {"id": STR, "line": INT, "excerpt": STR})}})
+    return obj(["schema", "source", "lines", "recognised", "matches"], {
+        "schema": {"const": "preflight.diagnosis/1"}, "source": STR, "lines": INT, "bytes": INT,
+        "recognised": BOOL, "facts_source": nullable(STR), "from_log": {"type": "object"},
+        "notes": strings(), "matches": {"type": "array", "items": match},
+        "last_error_lines": {"type": "array"}})

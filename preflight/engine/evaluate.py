@@ -142,3 +142,14 @@ def _relaxed(warn_only, facts: SnapshotView, variables: Dict[str, Any]) -> Optio
     variables.update(details)
     variables["observed_fact"] = value_text(value)
     return template.render(warn_only.message, variables)
+
+
+def result_json_schema() -> Dict[str, Any]:
+    """``Result.to_json`` as JSON Schema."""
+    from preflight.engine import fix
+    from preflight.json_schema import STATUS, SEVERITY, STR, nullable, obj
+
+    return obj(["id", "title", "status", "severity", "subject", "observed", "expected", "message", "fix"], {
+        "id": STR, "title": STR, "status": STATUS, "severity": SEVERITY,
+        "subject": {"type": "string", "pattern": "^(system|gpu[0-9]+)$"},
+        "observed": {}, "expected": nullable(STR), "message": STR, "fix": fix.json_schema()})

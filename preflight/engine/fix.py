@@ -51,3 +51,10 @@ def _render_lines(lines: List[Line], values: Dict[str, Any]) -> List[str]:
                 rendered.extend(known)
                 break
     return rendered
+
+
+def json_schema() -> Dict[str, Any]:
+    """A rendered fix in a JSON document (null where a result has none)."""
+    from preflight.json_schema import STR, nullable, obj, strings
+
+    return nullable(obj(["title", "steps", "commands"], {"title": STR, "steps": strings(), "commands": strings()}))

@@ -23,14 +23,14 @@ from preflight.cache import parsed_toml
 from preflight.engine.compare import COMPARISONS
 from preflight.engine.fields import EntryReader, build_fix, entry_reader
 from preflight.engine.fix import Fix
-from preflight.engine.model import PROFILES, SEVERITIES, Rule, WarnOnly
+from preflight.engine.model import DEFAULT_FIX_ORDER, PROFILES, SEVERITIES, Rule, WarnOnly
 from preflight.engine.placeholders import BASE_PLACEHOLDERS, all_placeholders
 from preflight.errors import PreflightError, RuleFileError, close_matches
 from preflight.facts.conditions import CONDITIONS
 from preflight.facts.registry import REGISTRY
 
-_RULE_KEYS = {"examples", "id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message", "pass_message",
-              "labels", "fix", "fixes", "why", "source", "profile", "warn_only"}
+_RULE_KEYS = {"examples", "id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message",
+              "pass_message", "labels", "fix", "fixes", "why", "source", "profile", "warn_only", "fix_order", "answers"}
 class RuleSet:
     def __init__(self) -> None:
         self.rules: Dict[str, Rule] = {}
@@ -91,6 +91,11 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
             _add_entries(ruleset, parsed, kind, getattr(ruleset, attribute), _builder(builder))
     for failure in ruleset.failures.values():
         failure.link(ruleset)
+    for rule in ruleset.rules.values():
+        for other in rule.answers:
+            if other not in ruleset.rules:
+                raise RuleFileError(rule.origin, "'answers' names '%s', which is not a rule%s"
+                                    % (other, close_matches(other, ruleset.rules)), rule.id)
     for files in layers:
         ruleset.files.extend(files)
     return ruleset
@@ -233,9 +238,12 @@ def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Ru
 
     examples = _examples(entry, profiles)
     warn_only = _warn_only(entry, profiles, allowed)
+    answers = tuple(entry.string_list("answers"))
+    if rule_id in answers:
+        raise entry.error("'answers' names the rule itself", key="answers")
     rule = Rule(rule_id, title, severity, profiles, when, fact, comparison, raw_params, profile_params, message,
                 pass_message, labels, fix, fixes_by_value, entry.string("why"), entry.string("source"), path, examples,
-                warn_only)
+                warn_only, entry.integer("fix_order", 0, 100000, default=DEFAULT_FIX_ORDER), answers)
     # A profile without overrides resolves exactly as the rule is written: checking None covers it.
     for profile in (None,) + tuple(p for p in profiles if p in profile_params):
         validate_params(rule, profile, entry.error)

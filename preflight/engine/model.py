@@ -10,6 +10,7 @@ from preflight.facts.registry import Fact
 
 SEVERITIES = ("error", "warning", "info")
 PROFILES = ("train", "inference", "node")
+DEFAULT_FIX_ORDER = 1000  # a rule that does not say comes after the default rules, in report order
 
 
 class WarnOnly(NamedTuple):
@@ -42,6 +43,8 @@ class Rule(NamedTuple):
     origin: str
     examples: Tuple[Dict[str, Any], ...] = ()  # expected behaviour as data, replayed by the tests (see loader.EXAMPLE_KEYS)
     warn_only: Optional[WarnOnly] = None
+    fix_order: int = DEFAULT_FIX_ORDER  # where its fix goes in "fix first": lower first (what the rest stands on)
+    answers: Tuple[str, ...] = ()  # rules whose failure this rule's fix also answers, when both fail
 
     @property
     def per_gpu(self) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict
 
 from preflight.errors import FactsFileError
@@ -27,7 +26,7 @@ def validate(data: Any, path: str) -> None:
         raise FactsFileError("facts file %s: 'schema' is %r; this preflight reads %r" % (path, data.get("schema"), SCHEMA), _HINT)
     if not isinstance(data.get("probes"), dict):
         raise FactsFileError("facts file %s: 'probes' must be an object" % path, _HINT)
-    from preflight.facts import shape  # not on the path of a plain check: only files are validated
+    from preflight.probes import shape  # not on the path of a plain check: only files are validated
 
     try:
         shape.check(data)
@@ -36,5 +35,14 @@ def validate(data: Any, path: str) -> None:
                              "fix or remove that key, or save the snapshot again: preflight facts > facts.json")
 
 
-def dumps(snapshot: Dict[str, Any]) -> str:
-    return json.dumps(snapshot, indent=2, sort_keys=False, allow_nan=False)
+def json_schema() -> Dict[str, Any]:
+    """A snapshot (what preflight facts writes) as JSON Schema, from the shape the code reads and checks."""
+    from preflight import inventory
+    from preflight.json_schema import from_shape
+    from preflight.probes import shape
+
+    schema = from_shape(shape.SNAPSHOT)
+    schema["required"] = ["schema", "probes"]
+    schema["properties"]["schema"] = {"const": SCHEMA}
+    schema["properties"]["inventory"] = inventory.json_schema()
+    return schema

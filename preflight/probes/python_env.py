@@ -37,7 +37,7 @@ def probe(packages: List[Dict[str, Any]], python: Optional[str] = None, timeout:
     if completed.returncode != 0 or not lines:
         detail = (completed.stderr.strip().splitlines() or ["exit status %d" % completed.returncode])[-1]
         raise ProbeError("%s could not run the environment probe (is it Python 3.6 or newer?): %s" % (python, detail))
-    from preflight.facts import shape
+    from preflight.probes import shape
     from preflight.input_files import parse_json
 
     try:

@@ -4,25 +4,30 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from preflight.fleet.aggregate import DRIFT_KEYS, DRIFT_WORDS, MAX_NAMES, SCHEMA, Fleet
 from preflight.render.blocks import csv_cell, markdown_text, printable, width, wrap
 
 
-def render(fleet: Fleet, name: str, baseline: Optional[str] = None,
-           against: Optional[List[Dict[str, Any]]] = None) -> str:
-    if name == "json":
-        return json.dumps(as_json(fleet, baseline, against), indent=2)
-    if name == "csv":
-        return as_csv(fleet)
-    if name == "html":
-        from preflight.render import fleet_html
+class FleetView(NamedTuple):
+    """What fleet renders: the fleet, and with --baseline the baseline's name and how each node differs from it."""
 
-        return fleet_html.render(fleet, as_json(fleet, baseline, against))
-    return as_text(fleet, baseline, against, markdown=name == "markdown")
+    fleet: Fleet
+    baseline: Optional[str] = None
+    against: Optional[List[Dict[str, Any]]] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return as_json(self.fleet, self.baseline, self.against)
+
+
+def text(view: FleetView) -> str:
+    return as_text(view.fleet, view.baseline, view.against)
+
+
+def markdown(view: FleetView) -> str:
+    return as_text(view.fleet, view.baseline, view.against, markdown=True)
 
 
 def as_json(fleet: Fleet, baseline: Optional[str] = None,
@@ -41,7 +46,8 @@ def as_json(fleet: Fleet, baseline: Optional[str] = None,
     }
 
 
-def as_csv(fleet: Fleet) -> str:
+def as_csv(view: FleetView) -> str:
+    fleet = view.fleet
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["node", "state", "failing_rules", "warning_rules"] + list(DRIFT_KEYS) + ["source"])
@@ -129,3 +135,27 @@ def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Di
         if len(fleet.unreadable) > MAX_NAMES:
             lines.append("%sand %d more" % (bullet, len(fleet.unreadable) - MAX_NAMES))
     return lines
+
+
+def json_schema() -> Dict[str, Any]:
+    """``as_json`` (fleet --format json) as JSON Schema."""
+    from preflight.engine import fix
+    from preflight.json_schema import BOOL, INT, STATUS, STR, nullable, obj, strings
+
+    entry = obj(["rule", "nodes", "count", "example"], {
+        "rule": STR, "title": nullable(STR), "nodes": strings(), "count": INT, "example": STR,
+        "fix": fix.json_schema()})
+    value = obj(["value", "count", "odd", "nodes"], {"value": STR, "count": INT, "odd": BOOL, "nodes": strings()})
+    problem = obj(["rule", "subject", "status", "severity", "message"], {
+        "rule": STR, "subject": STR, "status": STATUS, "severity": STR, "message": STR})
+    return obj(["schema", "generated_at", "summary", "failures", "warnings", "drift", "unreadable", "nodes"], {
+        "schema": {"const": SCHEMA}, "generated_at": STR,
+        "summary": obj(["nodes", "ok", "failing", "warnings", "unreadable"], {
+            key: {"type": "integer", "minimum": 0} for key in ("nodes", "ok", "failing", "warnings", "unreadable")}),
+        "failures": {"type": "array", "items": entry}, "warnings": {"type": "array", "items": entry},
+        "drift": {"type": "object", "additionalProperties": {"type": "array", "items": value}},
+        "baseline": nullable(obj(["node", "differing"], {"node": STR, "differing": nullable({"type": "array"})})),
+        "unreadable": {"type": "array", "items": obj(["path", "reason"], {"path": STR, "reason": STR})},
+        "nodes": {"type": "array", "items": obj(["node", "source", "state", "problems"], {
+            "node": STR, "source": STR, "state": {"enum": ["ok", "warnings", "failing"]},
+            "inventory": {"type": "object"}, "problems": {"type": "array", "items": problem}})}})

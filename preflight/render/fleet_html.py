@@ -125,7 +125,9 @@ def _chart(key: str, values: List[Dict[str, Any]]) -> str:
                 height, _e(DRIFT_WORDS[key]), _e(DRIFT_WORDS[key]), "".join(bars)))
 
 
-def render(fleet: Fleet, document: Dict[str, Any]) -> str:
+def render(view) -> str:
+    """The fleet (a render.fleet.FleetView) as one self-contained HTML page."""
+    fleet, document = view.fleet, view.to_json()
     counts = document["summary"]
     cards = "".join('<div class="card %s"><b>%d</b>%s</div>' % (kind, counts[kind], word) for kind, word in (
         ("nodes", "nodes"), ("ok", "OK"), ("failing", "failing"), ("warnings", "with warnings"),

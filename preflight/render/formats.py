@@ -1,41 +1,84 @@
-"""One door to every report format: the CLI asks for a format by name."""
+"""One door to every output format of every command: a document kind and a format name give the renderer.
+
+A renderer is ``module:function`` (imported only when that format is asked for), called with the document and
+the options it takes. Every JSON document is written one way (``output.json_text`` of the document's
+``to_json()``); its schema sits beside the code that builds it (``commands/schema.py`` lists them). The command
+line's ``--format`` choices are ``names(kind)``.
+"""
 
 from __future__ import annotations
 
-from preflight.report import Report
+from typing import Any, Dict, Tuple
 
-FORMATS = ("text", "json", "junit", "prometheus", "nfd", "npd")
+# kind -> format -> (renderer, the options it takes)
+RENDERERS: Dict[str, Dict[str, Tuple[str, Tuple[str, ...]]]] = {
+    "report": {  # check, exec, serve
+        "text": ("preflight.render.text:render", ("quiet", "color", "show_exit")),
+        "json": ("preflight.render.formats:as_json", ()),
+        "junit": ("preflight.render.junit:render", ()),
+        "prometheus": ("preflight.render.prometheus:render", ()),
+        "nfd": ("preflight.render.nfd:render", ("expires_in",)),
+        "npd": ("preflight.render.npd:render", ()),
+    },
+    "facts": {
+        "json": ("preflight.render.formats:as_json", ()),
+        "text": ("preflight.render.facts_text:render", ()),
+    },
+    "diagnosis": {
+        "text": ("preflight.render.diagnosis_text:render", ("color",)),
+        "json": ("preflight.render.formats:as_json", ()),
+    },
+    "plan": {
+        "text": ("preflight.render.plan:text", ("color",)),
+        "json": ("preflight.render.formats:as_json", ()),
+        "markdown": ("preflight.render.plan:markdown", ()),
+    },
+    "fleet": {
+        "text": ("preflight.render.fleet:text", ()),
+        "markdown": ("preflight.render.fleet:markdown", ()),
+        "json": ("preflight.render.formats:as_json", ()),
+        "csv": ("preflight.render.fleet:as_csv", ()),
+        "html": ("preflight.render.fleet_html:render", ()),
+    },
+    "rules": {
+        "text": ("preflight.render.rules_doc:list_text", ()),
+        "json": ("preflight.render.formats:as_json", ()),
+        "markdown": ("preflight.render.rules_doc:markdown", ()),
+    },
+    "config": {
+        "text": ("preflight.render.config_text:render", ()),
+        "json": ("preflight.render.formats:as_json", ()),
+    },
+}
+
+FORMATS = tuple(RENDERERS["report"])  # check --format
 
 
-def render(report: Report, name: str, quiet: bool = False, color: bool = False, expires_in: float = 3600.0,
-           show_exit: bool = True) -> str:
-    if name == "text":
-        from preflight.render import text
-
-        return text.render(report, quiet=quiet, color=color, show_exit=show_exit)
-    if name == "json":
-        from preflight.render import json_report
-
-        return json_report.render(report)
-    if name == "junit":
-        from preflight.render import junit
-
-        return junit.render(report)
-    if name == "prometheus":
-        from preflight.render import prometheus
-
-        return prometheus.render(report)
-    if name == "nfd":
-        from preflight.render import nfd
-
-        return nfd.render(report, expires_in=expires_in)
-    if name == "npd":
-        from preflight.render import npd
-
-        return npd.render(report)
-    raise ValueError("unknown format %r" % name)
+def names(kind: str) -> Tuple[str, ...]:
+    """The formats a kind of document can be written in (a command's --format choices)."""
+    return tuple(RENDERERS[kind])
 
 
-def exit_code(report: Report, name: str) -> int:
-    """The exit code for a format: the report's, except node-problem-detector's own protocol."""
+def render(kind: str, document: Any, name: str, **options: Any) -> str:
+    """``document`` (a Report, a Diagnosis, a Plan, ...) in format ``name``; ``options`` the command has
+    (quiet, color, show_exit, expires_in); each renderer gets those it takes."""
+    import importlib
+
+    if name not in RENDERERS[kind]:
+        raise ValueError("unknown %s format %r" % (kind, name))
+    reference, takes = RENDERERS[kind][name]
+    module, _, function = reference.partition(":")
+    renderer = getattr(importlib.import_module(module), function)
+    return renderer(document, **{key: value for key, value in options.items() if key in takes})
+
+
+def as_json(document: Any) -> str:
+    """Any document as JSON: its ``to_json()`` (a snapshot or a config listing is already plain data)."""
+    from preflight.output import json_text
+
+    return json_text(document.to_json() if hasattr(document, "to_json") else document)
+
+
+def exit_code(report, name: str) -> int:
+    """The exit code for a report format: the report's, except node-problem-detector's own protocol."""
     return report.npd_exit_code if name == "npd" else report.exit_code

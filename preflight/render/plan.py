@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from preflight import units
 from preflight.capacity import estimate
 from preflight.capacity.planning import Plan
@@ -115,7 +113,3 @@ def markdown(plan: Plan) -> str:
         lines += ["", "this machine: %s" % plan.machine_note]
     lines += ["", USABLE_NOTE[0].upper() + USABLE_NOTE[1:] + ".", "", "Smallest catalog GPUs that fit batch %d: %s" % (plan.batch, ", ".join(plan.smallest) or "none")]
     return "\n".join(lines)
-
-
-def as_json(plan: Plan) -> str:
-    return json.dumps(plan.to_json(), indent=2)

@@ -4,8 +4,7 @@ same loaded rule files."""
 
 from __future__ import annotations
 
-import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from preflight.engine.fix import Fix
 from preflight.engine.model import Rule
@@ -50,7 +49,18 @@ def _fix_json(fix: Fix, values: Dict[str, Any]) -> Dict[str, Any]:
     return dict(fix.render(values), id=fix.id)
 
 
-def list_text(rules: List[Rule]) -> str:
+class RuleList(NamedTuple):
+    """What ``preflight rules`` renders: the rules of a profile (and, for the reference page, the known failures)."""
+
+    rules: List[Rule]
+    failures: Sequence[Any] = ()
+
+    def to_json(self) -> List[Dict[str, Any]]:
+        return [rule_json(rule) for rule in self.rules]
+
+
+def list_text(listing: RuleList) -> str:
+    rules = listing.rules
     width = max([len(r.id) for r in rules] + [2])
     lines = ["%s  %-8s  %-22s  %s" % ("ID".ljust(width), "SEVERITY", "PROFILES", "TITLE")]
     for rule in rules:
@@ -64,10 +74,6 @@ def _printable(lines: List[str]) -> str:
     from preflight.render.blocks import printable
 
     return "\n".join(printable(line) for line in lines)
-
-
-def list_json(rules: List[Rule]) -> str:
-    return json.dumps([rule_json(rule) for rule in rules], indent=2)
 
 
 def _fix_lines(fix: Fix, values: Dict[str, Any], indent: str) -> List[str]:
@@ -104,8 +110,12 @@ def explain(rule: Rule) -> str:
     return _printable(lines)
 
 
-def markdown(rules: List[Rule]) -> str:
+def markdown(listing: RuleList) -> str:
     """docs/rules.md: generated, and kept true by a test."""
+    return _rules_markdown(listing.rules) + failures_markdown(listing.failures)
+
+
+def _rules_markdown(rules: List[Rule]) -> str:
     out = [
         "# Rules",
         "",

@@ -10,14 +10,6 @@ from preflight.engine.evaluate import Result
 from preflight.report import Report, blocks
 from preflight.render.blocks import COLORS, LABELS, fix_lines, paint, width, wrap
 
-# The order to fix things in: what the rest stands on first (the driver before torch's CUDA build, torch before
-# its kernels). Rules not listed come after, in report order.
-FIX_ORDER = ("nvml.init", "gpu.health", "gpu.fabric", "gpu.expected_count", "gpu.count", "gpu.mig", "gpu.pcie",
-             "gpu.nvlink", "driver.version", "container.capabilities", "container.require", "cuda.compat",
-             "torch.cuda", "torch.arch", "python.conda_env", "python.packages", "host.shm", "gpu.memory")
-# When both fail, the first is answered by the second's fix: one action, one line.
-ANSWERED_BY = {"cuda.compat": "driver.version", "torch.arch": "torch.cuda", "gpu.count": "nvml.init"}
-
 
 class Line(NamedTuple):
     result: Result
@@ -66,22 +58,26 @@ def collapsed(results: List[Result]) -> List[Line]:
 
 
 def fix_first(results: List[Result], strict: bool = False) -> List[str]:
-    """The blocking results' fixes, once each, in the order to do them, with what one fix answers merged in."""
+    """The blocking results' fixes, once each, in the order to do them, with what one fix answers merged in.
+
+    The order and what answers what are the rules' own (``fix_order``, ``answers`` in their files): the driver
+    before torch's CUDA build, torch before its kernels; one action, one line.
+    """
     blocking = [r for r in results if r.fix and blocks(r.status, r.severity, strict)]
     failing = {r.id for r in blocking}
-    items: List[Tuple[int, str, List[str]]] = []  # (order, fix title, what it answers)
+    answered_by = {answered: r.id for r in blocking for answered in r.rule.rule.answers}
+    items: List[Tuple[Tuple[int, int], str, List[str]]] = []  # (order, fix title, what it answers)
     by_title = {}
     for position, result in enumerate(blocking):
-        owner = ANSWERED_BY.get(result.id)
-        if owner in failing:
-            continue  # told with its owner's fix
+        if answered_by.get(result.id) in failing:
+            continue  # told with the fix that answers it
         title = result.fix["title"]
         where = result.id if result.subject == "system" else "%s on %s" % (result.id, result.subject)
         if title in by_title:
             by_title[title][2].append(where)
             continue
-        order = FIX_ORDER.index(result.id) if result.id in FIX_ORDER else len(FIX_ORDER) + position
-        answered = [rule for rule, by in ANSWERED_BY.items() if by == result.id and rule in failing]
+        order = (result.rule.rule.fix_order, position)
+        answered = [rule for rule in result.rule.rule.answers if rule in failing]
         item = (order, title, [where] + answered)
         by_title[title] = item
         items.append(item)
