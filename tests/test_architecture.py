@@ -1,15 +1,17 @@
-"""The shape of the code: the import graph of preflight/ has no cycle.
+"""The shape of the code: the layers docs/architecture.md names, and no import cycle.
 
 Every import statement counts, those inside functions too (a lazy import
-still ties two modules together); only ``if TYPE_CHECKING:`` blocks, which
-never run, are left out.
+still ties two modules together). The layer test and the package cycle test
+count ``if TYPE_CHECKING:`` imports as well; the module cycle test leaves them
+out (they never run).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 PACKAGE = Path(__file__).resolve().parent.parent / "preflight"
 
@@ -34,14 +36,16 @@ def _runtime_nodes(tree: ast.AST):
             stack.append(child)
 
 
-def import_graph() -> Dict[str, Set[str]]:
-    """Module -> the preflight modules it imports, read from every import statement (at any depth)."""
+def import_graph(type_only: bool = False) -> Dict[str, Set[str]]:
+    """Module -> the preflight modules it imports, read from every import statement (at any depth); with
+    ``type_only``, the ``if TYPE_CHECKING:`` ones too."""
     modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     graph: Dict[str, Set[str]] = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets: Set[str] = set()
-        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in (ast.walk(tree) if type_only else _runtime_nodes(tree)):
             if isinstance(node, ast.Import):
                 targets.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -95,6 +99,77 @@ def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 
 def test_the_import_graph_has_no_cycle():
     assert cycles(import_graph()) == []
+
+
+# --- the layers of docs/architecture.md --------------------------------------------------------------------
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def layer_table() -> List[Tuple[int, List[str]]]:
+    """(layer, paths) for each row of the doc's layer table; paths end in / for a package."""
+    rows = []
+    for line in ARCHITECTURE.read_text().splitlines():
+        match = re.match(r"^\|\s*(\d+)\s*\|([^|]*)\|", line)
+        if match:
+            rows.append((int(match.group(1)), re.findall(r"`(preflight/[^`]*)`", match.group(2))))
+    return rows
+
+
+def layers() -> Dict[str, int]:
+    """Module -> its layer: the most specific path of the table that covers its file."""
+    table = layer_table()
+    placed: Dict[str, int] = {}
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE.parent).as_posix()
+        best: Optional[Tuple[int, int]] = None
+        for layer, paths in table:
+            for entry in paths:
+                if relative == entry or (entry.endswith("/") and relative.startswith(entry)):
+                    if best is None or len(entry) > best[1]:
+                        best = (layer, len(entry))
+        if best is not None:
+            placed[module_name(path)] = best[0]
+    return placed
+
+
+def test_the_doc_places_every_module_in_a_layer():
+    placed = layers()
+    unplaced = sorted(set(module_name(path) for path in PACKAGE.rglob("*.py")) - set(placed))
+    assert len(layer_table()) >= 10, "the layer table of docs/architecture.md was not found"
+    assert not unplaced, "docs/architecture.md places no layer for: %s" % ", ".join(unplaced)
+
+
+def test_no_import_goes_up_a_layer():
+    """Layer 1 is the top (the command line); a module imports its own layer or the ones below, nothing above,
+    type-only imports included."""
+    placed = layers()
+    upward = ["%s (layer %d) imports %s (layer %d)" % (module, placed[module], target, placed[target])
+              for module, targets in sorted(import_graph(type_only=True).items())
+              for target in sorted(targets) if placed[target] < placed[module]]
+    assert not upward, "\n".join(upward)
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = import_graph(type_only=True)
+    placed = layers()
+    assert placed["preflight.cli"] == 1 and placed["preflight.errors"] == max(placed.values())
+    assert "preflight.facts.view" in graph["preflight.engine.evaluate"]  # reads real imports, downward
+    assert placed["preflight.engine.evaluate"] < placed["preflight.facts.view"]
+
+
+def package_of(module: str) -> str:
+    """preflight.engine.loader -> preflight.engine; preflight.report -> preflight.report."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_no_package_imports_another_in_a_cycle_type_only_imports_included():
+    packages: Dict[str, Set[str]] = {}
+    for module, targets in import_graph(type_only=True).items():
+        source = package_of(module)
+        packages.setdefault(source, set()).update(package_of(t) for t in targets if package_of(t) != source)
+    assert cycles(packages) == []
 
 
 def test_the_cycle_finder_finds_cycles():

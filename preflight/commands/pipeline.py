@@ -90,9 +90,11 @@ def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: 
     workload = None
     if options.workload is not None:
         workload = workload_request(ruleset, options.workload)
-        if warn and checking and not any(rule.fact.path == "gpu.workload.fit" for rule in rules):
-            warn("--workload has no effect: no selected rule reads it (gpu.memory.workload is in the train and "
-                 "inference profiles)")
+        if warn and checking and not any("workload" in rule.fact.context for rule in rules):
+            readers = ["%s (profiles %s)" % (rule.id, ", ".join(rule.profiles)) for rule in ruleset.rules.values()
+                       if "workload" in rule.fact.context]
+            warn("--workload has no effect: no selected rule reads it; %s" % (
+                "rules that do: %s" % "; ".join(readers) if readers else "no rule reads a workload"))
     return Prepared(applied, ruleset, rules, settings, workload, node)
 
 

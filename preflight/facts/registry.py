@@ -34,6 +34,7 @@ class Fact(NamedTuple):
     details: Tuple[str, ...] = ()
     implies: Tuple[str, ...] = ()
     reads_lost_gpus: bool = False  # a per-GPU fact that has something to say about a GPU NVML has lost
+    context: Tuple[str, ...] = ()  # what it reads of the run's context (facts.view.Context): "workload", ...
 
     def read(self, facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Tuple[Any, Dict[str, Any]]:
         """(value, details); raises Unknown."""
@@ -94,7 +95,7 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     Fact("gpu.count.expected", "enum", "GPUs found against the count expected (--expect-gpus, Slurm's Gres)",
          _NV, read.expected_count, values=("as_expected", "fewer", "more"),
          details=("expected_gpus", "expected_source", "found_gpus", "counted", "unlisted_pci"),
-         implies=("gpus_expected", "nvml_ok")),
+         implies=("gpus_expected", "nvml_ok"), context=("expected_gpus",)),
     # per GPU
     _gpu_field("gpu.name", "string", "product name", "name"),
     _gpu_field("gpu.uuid", "string", "GPU UUID", "uuid"),
@@ -127,7 +128,7 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
                        "max_batch_spread", "per_gpu_batch", "gpus", "imgsz", "required", "free", "max_batch",
                        "max_batch_total", "smaller_img", "smaller_img_batch1", "gpus_needed", "device_list",
                        "bigger_gpus", "margin_text", "measured_on", "estimate_notes"),
-              implies=("workload_requested", "nvml_ok", "gpu_visible"),
+              implies=("workload_requested", "nvml_ok", "gpu_visible"), context=("workload",),
               values=("fits", "train_too_big", "train_too_big_at_batch_1", "inference_too_big",
                       "inference_too_big_at_batch_1")),
     # node health: NVML values read only for rules that need them (nvml_health), and the kernel log
