@@ -84,9 +84,14 @@ def entry_path(*parts: str) -> Optional[str]:
     return None if folder is None else os.path.join(folder, *parts)
 
 
+def content_key(data: bytes) -> str:
+    """A key for these exact bytes: their length and two checksums (see the module's note on hashlib)."""
+    return "%d-%08x-%08x" % (len(data), zlib.crc32(data) & 0xFFFFFFFF, zlib.adler32(data) & 0xFFFFFFFF)
+
+
 def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]]) -> Dict[str, Any]:
     """``parse(text)`` of a rule file's bytes, from the cache when this exact content was parsed before."""
-    digest = "%d-%08x-%08x" % (len(data), zlib.crc32(data) & 0xFFFFFFFF, zlib.adler32(data) & 0xFFFFFFFF)
+    digest = content_key(data)
     path = entry_path("rules", digest[-2:], digest + ".json")
     cached = read_json(path) if path else None
     if isinstance(cached, dict) and cached.get("format") == _FORMAT and isinstance(cached.get("data"), dict):
@@ -95,6 +100,19 @@ def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]]) -> Dict[str
     if path:
         write_json(path, {"format": _FORMAT, "data": result})
     return result
+
+
+_VALIDATED = "validated/1"
+
+
+def validated(key: str) -> bool:
+    """Whether the rule files ``key`` names (their contents, with this preflight) were once validated in full."""
+    path = entry_path("validated", key[-2:], key + ".json")
+    return read_json(path) == {"format": _VALIDATED}
+
+
+def remember_validated(key: str) -> None:
+    write_json(entry_path("validated", key[-2:], key + ".json"), {"format": _VALIDATED})
 
 
 def read_json(path: Optional[str]) -> Any:

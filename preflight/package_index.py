@@ -51,15 +51,23 @@ def now() -> float:
     return time.time()
 
 
+def _days_since_epoch(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to a date (the civil-from-days inverse; no time module parsing: start-up time)."""
+    year -= month <= 2
+    era = year // 400
+    year_of_era = year - era * 400
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * 146097 + day_of_era - 719468
+
+
 def stale_note() -> Optional[str]:
     """One line when the knowledge is more than STALE_AFTER_DAYS old: newer releases may exist. Never a failure."""
-    import calendar
-    import time
-
     taken = as_of()
     if taken is None:
         return None
-    age = int((now() - calendar.timegm(time.strptime(taken, "%Y-%m-%d"))) // 86400)
+    year, month, day = (int(part) for part in taken.split("-"))
+    age = int(now() // 86400) - _days_since_epoch(year, month, day)
     if age <= STALE_AFTER_DAYS:
         return None
     return ("preflight's knowledge of torch, driver and package releases is from %s (%d days ago): newer releases "

@@ -18,14 +18,14 @@ from preflight.errors import PreflightError, close_matches
 
 Table = Tuple[Union[str, int], ...]  # ("rule", 3, "examples", 0): the 4th [[rule]]'s first [[rule.examples]]
 
+# Patterns as text, compiled (and cached by re) only when lines are looked for: compiling costs start-up time.
 _NAME = r'(?:[A-Za-z0-9_-]+|"[^"\n]*"|\'[^\'\n]*\')'
-_HEADER = re.compile(r"^\s*(\[\[?)\s*(%s(?:\s*\.\s*%s)*)\s*\]\]?\s*(?:#.*)?$" % (_NAME, _NAME))
-_KEY = re.compile(r"^\s*(%s(?:\s*\.\s*%s)*)\s*=" % (_NAME, _NAME))
-_PART = re.compile(_NAME)
+_HEADER = r"^\s*(\[\[?)\s*(%s(?:\s*\.\s*%s)*)\s*\]\]?\s*(?:#.*)?$" % (_NAME, _NAME)
+_KEY = r"^\s*(%s(?:\s*\.\s*%s)*)\s*=" % (_NAME, _NAME)
 
 
 def _names(dotted: str) -> List[str]:
-    return [part.strip("\"'") for part in _PART.findall(dotted)]
+    return [part.strip("\"'") for part in re.findall(_NAME, dotted)]
 
 
 def key_lines(text: str) -> Dict[Table, int]:
@@ -52,7 +52,7 @@ def key_lines(text: str) -> Dict[Table, int]:
             if line.count(in_string) % 2:
                 in_string = None
             continue
-        header = _HEADER.match(line)
+        header = re.match(_HEADER, line)
         if header:
             names = _names(header.group(2))
             if header.group(1) == "[[":
@@ -63,7 +63,7 @@ def key_lines(text: str) -> Dict[Table, int]:
                 current = resolve(names)
             found.setdefault(current, number)
             continue
-        key = _KEY.match(line)
+        key = re.match(_KEY, line)
         if key:
             found.setdefault(current + (_names(key.group(1))[0],), number)
         for quote in ('"""', "'''"):

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Time `preflight check` against `python -c pass`, side by side in one run.
+"""Time `preflight check` against `python -c pass` and `python -c "import pynvml, click"`, side by side.
 
 Each round runs every command once, in turn, so that a noisy machine slows
-them all alike; the medians are compared. Usage:
+them all alike; the medians are compared. The target: each profile's check
+starts within 1.25x of importing its two runtime libraries (the last column).
+Usage:
 
     python scripts/bench_check.py [--rounds 21] [--python PYTHON] [--preflight CMD] [--baseline CMD]
-                                  [--profile train|inference|node]
+                                  [--profile train|inference|node ...]
 
 By default PYTHON is this interpreter and CMD is `PYTHON -m preflight`; give
 `--preflight /path/to/venv/bin/preflight` to time an installed console script,
@@ -40,21 +42,24 @@ def main() -> int:
     parser.add_argument("--preflight", help="command that runs preflight (default: PYTHON -m preflight)")
     parser.add_argument("--baseline", metavar="CMD",
                         help="another preflight (an older install) to time in the same rounds, interleaved")
-    parser.add_argument("--profile", default="train", choices=("train", "inference", "node"),
-                        help="the profile checked (node: the node-health rules and the kernel log too)")
+    parser.add_argument("--profile", action="append", choices=("train", "inference", "node"),
+                        help="a profile to check (repeatable; default: node and train; node reads the node-health "
+                             "values and the kernel log too)")
     args = parser.parse_args()
+    profiles = args.profile or ["node", "train"]
     preflight = shlex.split(args.preflight) if args.preflight else [args.python, "-m", "preflight"]
-    check = ["check", "--profile", args.profile]
     env = {k: v for k, v in os.environ.items() if k != "PREFLIGHT_NVML_FIXTURE"}
     commands = {
         "python -c pass": [args.python, "-c", "pass"],
-        "preflight check (H200 replay)": preflight + check + ["--nvml-fixture", os.path.abspath(H200)],
-        "preflight check (this machine)": preflight + check,
+        "import pynvml, click": [args.python, "-c", "import pynvml, click"],
     }
-    if args.baseline:
-        baseline_command = shlex.split(args.baseline)
-        commands["baseline check (H200 replay)"] = baseline_command + check + ["--nvml-fixture", os.path.abspath(H200)]
-        commands["baseline check (this machine)"] = baseline_command + check
+    replay = ["--nvml-fixture", os.path.abspath(H200)]
+    for profile in profiles:
+        check = ["check", "--profile", profile]
+        commands["check %s (H200 replay)" % profile] = preflight + check + replay
+        commands["check %s (this machine)" % profile] = preflight + check
+        if args.baseline:
+            commands["baseline %s (H200 replay)" % profile] = shlex.split(args.baseline) + check + replay
     for argv in commands.values():  # warm the page cache and the torch-architecture cache
         _time(argv, env)
     samples = {name: [] for name in commands}
@@ -62,12 +67,14 @@ def main() -> int:
         for name, argv in commands.items():
             samples[name].append(_time(argv, env))
     baseline = statistics.median(samples["python -c pass"])
-    print("%-32s %10s %10s %10s %14s" % ("command", "median", "min", "max", "vs python"))
+    libraries = statistics.median(samples["import pynvml, click"])
+    print("%-32s %10s %10s %10s %14s %12s" % ("command", "median", "min", "max", "vs python", "vs imports"))
     for name, values in samples.items():
         median = statistics.median(values)
-        print("%-32s %8.1fms %8.1fms %8.1fms %+12.1fms" % (name, median * 1000, min(values) * 1000,
-                                                         max(values) * 1000, (median - baseline) * 1000))
-    print("rounds: %d, python: %s, profile: %s" % (args.rounds, args.python, args.profile))
+        print("%-32s %8.1fms %8.1fms %8.1fms %+12.1fms %11.2fx" % (
+            name, median * 1000, min(values) * 1000, max(values) * 1000, (median - baseline) * 1000,
+            median / libraries))
+    print("rounds: %d, python: %s, profiles: %s" % (args.rounds, args.python, ", ".join(profiles)))
     return 0
 
 

@@ -254,3 +254,39 @@ def test_other_requirements_go_to_packaging():
     assert requirement.parse("==2.*").contains(Version("2.7.1"))
     with pytest.raises(ValueError, match="is not a version specifier"):
         requirement.parse("<<2")
+
+
+# --- versions: plain release numbers compared without packaging, as packaging compares them -----------------
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+_RELEASES = st.lists(st.integers(0, 999), min_size=1, max_size=4).map(lambda parts: ".".join(map(str, parts)))
+_ANY_VERSION = st.one_of(_RELEASES, _RELEASES.map(lambda r: r + "+cu124"), _RELEASES.map(lambda r: r + "rc1"),
+                         st.sampled_from(["535.104.05", "12.0", "12", "2.5.1+cu124", "1.0.post1"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=_ANY_VERSION, b=_ANY_VERSION)
+def test_versions_order_as_pep_440_does(a, b):
+    import operator
+
+    from packaging.version import Version
+
+    from preflight import versions
+
+    for compare in (operator.lt, operator.le, operator.gt, operator.ge, operator.eq):
+        expected = compare(Version(a), Version(b))
+        assert compare(versions.parse(a), versions.parse(b)) is expected, (a, b, compare)
+        assert compare(versions.parse(a), Version(b)) is expected and compare(Version(a), versions.parse(b)) is expected
+    assert str(versions.parse(a)) == str(Version(a))
+
+
+def test_a_plain_release_is_read_without_packaging():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom preflight import versions\nassert versions.parse('580.95.05') > versions.parse('535')\n"
+            "print('packaging' in sys.modules)")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert completed.stdout.strip() == "False", completed.stderr

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-from packaging.version import InvalidVersion, Version
-
-from preflight import units
+from preflight import units, versions
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
 MAX_PATTERN_TEXT = 4096  # characters of a fact a 'pattern' rule looks at
@@ -57,6 +54,12 @@ class Written:
         return "Written(%r, %r)" % (self.value, self.text)
 
 
+def _shell_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
 def written(parse: Callable[[Any], Any]) -> Callable[[Any], Written]:
     """A parser whose result remembers the text it came from."""
     return lambda raw: Written(parse(raw), value_text(raw))
@@ -78,7 +81,7 @@ class Param(NamedTuple):
 
 # --- parameter parsers ------------------------------------------------------------
 
-def _version(raw: Any) -> Version:
+def _version(raw: Any):
     from preflight.units import quoted
 
     if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
@@ -86,8 +89,8 @@ def _version(raw: Any) -> Version:
     if len(str(raw)) > 64:
         raise ValueError("%s is too long to be a version" % quoted(raw))
     try:
-        return Version(str(raw))
-    except (InvalidVersion, ValueError):
+        return versions.parse(raw)
+    except ValueError:
         raise ValueError("%s is not a version" % quoted(raw))
 
 
@@ -490,6 +493,8 @@ class PresentComparison(Comparison):
             return "absent", "%s is missing" % spec.name
         version = found.get("version")
         if spec.specifier is not None and version is not None:
+            from packaging.version import InvalidVersion, Version
+
             try:
                 if not spec.specifier.contains(Version(version)):
                     return "mismatched", "%s %s does not satisfy %s" % (spec.name, version, spec.specifier)
@@ -513,7 +518,7 @@ class PresentComparison(Comparison):
         details = {
             "missing": ", ".join(s.name for s, (kind, _) in missing if kind == "absent") or None,
             "mismatched": "; ".join(words for _, (kind, words) in missing if kind == "mismatched") or None,
-            "missing_pip": " ".join(shlex.quote(s.pip) for s, _ in missing if not s.installed_by) or None,
+            "missing_pip": " ".join(_shell_quote(s.pip) for s, _ in missing if not s.installed_by) or None,
             "installed_by": "; ".join("%s: the fix of %s installs it (the build that runs here)" % (s.name, s.installed_by)
                                       for s in elsewhere) or None,
             "missing_required": ", ".join(s.name for s, _ in bad_required) or "none",

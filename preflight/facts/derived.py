@@ -11,15 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from packaging.version import InvalidVersion, Version
-
-from preflight import knowledge
+from preflight import knowledge, versions
 
 
-def _version(text) -> Optional[Version]:
+def _version(text):
     try:
-        return Version(str(text))
-    except (InvalidVersion, TypeError):
+        return versions.parse(text)
+    except (versions.InvalidVersion, TypeError):
         return None
 
 
@@ -61,7 +59,7 @@ def cuda_compat(driver_version: Optional[str], driver_cuda: Optional[str], torch
         return "ok", details
     floor = knowledge.MINOR_VERSION_COMPAT_DRIVER.get(need[0])
     driver = _version(driver_version)
-    if have[0] == need[0] and floor and driver is not None and driver >= Version(floor):
+    if have[0] == need[0] and floor and driver is not None and driver >= versions.parse(floor):
         return "minor_version_compat", details
     return "driver_too_old", details
 
