@@ -40,15 +40,15 @@ GPU = {
     "lost": "bool?",
     "unsupported": ["str"],
     "errors": {"*": "str"},
-    "fabric": {"?": True, "state": "str", "status": "int?"},
+    "fabric": {"?": True, "!": ("state",), "state": "str", "status": "int?"},
     "pcie": {"?": True, "current_generation": "int?", "max_generation": "int?", "current_width": "int?",
              "max_width": "int?", "replay_counter": "int?", "replay_rate_per_min": "num?"},
     "utilization_gpu": "num?",
-    "nvlink": {"?": True, "links": "int", "active": "int", "inactive": ["int"], "errors": {"*": "int"},
+    "nvlink": {"?": True, "!": ("links", "active", "inactive"), "links": "int", "active": "int", "inactive": ["int"], "errors": {"*": "int"},
                "errors_since_last": {"*": "int"}, "seconds_since_last": "num?"},
     "temperature_thresholds": {"?": True, "slowdown": "num?", "shutdown": "num?"},
     "power": {"?": True, "usage_mw": "int?", "enforced_limit_mw": "int?", "default_limit_mw": "int?"},
-    "retired_pages": {"?": True, "single_bit": "int", "double_bit": "int", "previous_total": "int?"},
+    "retired_pages": {"?": True, "!": ("single_bit", "double_bit"), "single_bit": "int", "double_bit": "int", "previous_total": "int?"},
     "inforom": "str?",
 }
 NVML = {
