@@ -218,7 +218,8 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
                 python=values.get("python"), nvml_fixture=values.get("nvml_fixture"),
                 kernel_log=values.get("kernel_log"), timeout=values.get("timeout", "10"), use_cache=not values.get("no_cache", False),
                 strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"),
-                config=values.get("config"), given=given, command=context.info_name or "check")
+                config=values.get("config"), given=given, command=context.info_name or "check",
+                facts_from=values.get("facts_from", "auto"))
             return function(**kwargs)
         for declaration in reversed(declarations):
             command = declaration(command)
@@ -341,15 +342,15 @@ def explain(rule_id, rules_paths) -> int:
               show_default=True)
 @click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
               help="Make fixes concrete with a saved snapshot instead of probing.")
-@click.option("--no-facts", is_flag=True,
-              help="Do not look at this machine (the log comes from elsewhere): fixes stay generic.")
+@setting("facts_from", default="auto", show_default=True)
+@click.option("--no-facts", is_flag=True, help="Do not look at this machine: the same as --facts-from log.")
 @setting("profile", type=click.Choice(PROFILES), metavar=None, default="train", show_default=True,
          help="Profile of the related check rules shown with each problem.")
 @click.option("--list", "list_catalog", is_flag=True, help="List the known failures instead of reading a log.")
 @click.option("--color", type=_COLORS, default="auto", show_default=True)
 @OUTPUT
 @CONFIG
-@check_options(PROBE, consume=("facts_file", "profile", "config"))
+@check_options(PROBE, consume=("facts_file", "profile", "config", "facts_from"))
 def diagnose(options, log, output_format, no_facts, list_catalog, color, output) -> int:
     """Read a failed run's log (a file, '-' or a pipe) and name each known problem with its cause and fix.
 
@@ -362,13 +363,17 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
         from preflight.commands import rules
 
         return rules.list_failures(options.rules_paths, _warn)
-    if options.facts_file and no_facts:
-        raise click.UsageError("--facts and --no-facts contradict each other: give one")
+    if options.facts_file and (no_facts or options.facts_from == "log"):
+        raise click.UsageError("--facts FILE and --no-facts (--facts-from log) contradict each other: give one")
+    if no_facts:
+        if "facts_from" in options.given and options.facts_from != "log":
+            raise click.UsageError("--no-facts is --facts-from log; --facts-from %s contradicts it" % options.facts_from)
+        options = options.replace(facts_from="log", given=options.given | {"facts_from"})
     if log is None:
         if sys.stdin is not None and sys.stdin.isatty():
             raise click.UsageError("give a log file, or pipe one in: preflight diagnose train.log / ... | preflight diagnose -")
         log = "-"
-    return command.main(log, options, not no_facts, _shown(output_format, output, color=color), _warn)
+    return command.main(log, options, _shown(output_format, output, color=color), _warn)
 
 
 @cli.command()

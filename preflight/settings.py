@@ -100,6 +100,14 @@ def _timeout(value: Any) -> float:
     return seconds
 
 
+def _facts_from(value: Any) -> str:
+    from preflight.diagnose.whose_facts import MODES
+
+    if value not in MODES:
+        raise ValueError("must be one of %s, got %r" % (", ".join(MODES), value))
+    return value
+
+
 SETTINGS: Dict[str, Setting] = {s.key: s for s in [
     Setting("profile", "profile", "--profile", "NAME",
             "train and inference check the job's environment; node checks hardware and driver only.", _profile,
@@ -122,4 +130,8 @@ SETTINGS: Dict[str, Setting] = {s.key: s for s in [
     Setting("rules", "rules_paths", "--rules", "PATH",
             "Add or override rules from a .toml file or a folder of them (repeatable).", _strings, multiple=True,
             example="--rules site-rules.toml", accumulates=True),
+    Setting("facts_from", "facts_from", "--facts-from", "auto|machine|log",
+            "diagnose: whose facts make fixes concrete: auto uses this machine's unless the log contradicts them "
+            "(another host, OS, Python, torch, GPU or driver), machine always, log never (--no-facts).", _facts_from,
+            example="--facts-from log (a helpdesk reading users' logs)"),
 ]}

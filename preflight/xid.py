@@ -21,6 +21,7 @@ class Xid(NamedTuple):
 
 
 _catalogue: Optional[Dict[int, Xid]] = None
+_unlisted: Dict[str, Any] = {}
 
 
 def catalogue() -> Dict[int, Xid]:
@@ -31,8 +32,11 @@ def catalogue() -> Dict[int, Xid]:
 
 
 def describe(xid: int) -> Xid:
-    return catalogue().get(xid) or Xid(xid, "Xid %d (not in preflight's catalogue)" % xid, "watch",
-                                       "Look it up in NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors).")
+    """The catalogue's entry, or the catalogue's words for an Xid it does not list (its [unlisted] table)."""
+    known = catalogue().get(xid)
+    if known is not None:
+        return known
+    return Xid(xid, _unlisted["name"].replace("{id}", str(xid)), _unlisted["kind"], _unlisted["action"])
 
 
 def _load() -> Dict[int, Xid]:
@@ -44,6 +48,12 @@ def _load() -> Dict[int, Xid]:
     path = os.path.join(data_dir(), DATA_FILE)
     data: Dict[str, Any] = parsed_toml(input_files.read_bytes(path, "Xid catalogue %s" % path, PreflightError),
                                        input_files.parse_toml)
+    unlisted = data.get("unlisted")
+    if not isinstance(unlisted, dict) or unlisted.get("kind") not in KINDS or not all(
+            isinstance(unlisted.get(key), str) for key in ("name", "action")):
+        raise PreflightError("Xid catalogue %s: [unlisted] needs name, action and a kind of %s"
+                             % (path, ", ".join(KINDS)))
+    _unlisted.update(unlisted)
     found = {}
     for entry in data.get("xid", []):
         if entry.get("kind") not in KINDS:

@@ -40,7 +40,8 @@ FORMAT = "preflight.package-index/1"
 # Every distribution a rule or fix names for pip: the python.packages rule's packages and the fixes' pins.
 PACKAGES = ("torch", "torchvision", "numpy", "Pillow", "opencv-python", "opencv-python-headless",
             "opencv-contrib-python", "opencv-contrib-python-headless", "setuptools", "thop", "ipython", "PyYAML",
-            "matplotlib", "pandas", "seaborn", "tqdm", "requests", "psutil", "scipy", "tensorboard", "nvidia-ml-py")
+            "matplotlib", "pandas", "seaborn", "tqdm", "requests", "psutil", "scipy", "tensorboard", "nvidia-ml-py",
+            "typing_extensions", "huggingface_hub")
 # Platforms as preflight names them -> how a wheel's platform tag says it.
 PLATFORMS = {"linux_x86_64": ("manylinux", "x86_64"), "linux_aarch64": ("manylinux", "aarch64"),
              "windows": ("win_amd64", "")}

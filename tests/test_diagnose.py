@@ -499,7 +499,9 @@ def test_the_logs_own_run_fills_the_fix_when_this_machine_is_another():
     log = BANNER_5090 + ARGS % (16, 0) + "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
     _, report = diagnose_json(log, "--nvml-fixture", nvml_fixture("h200-driver580.json"))
     assert report["from_log"]["gpu_name"] == "NVIDIA GeForce RTX 5090" and report["from_log"]["python"] == "3.10"
-    assert any("is not where the log ran (NVIDIA GeForce RTX 5090)" in note for note in report["notes"])
+    assert report["facts"]["whose"] == "log" and report["facts"]["header"] == "facts: from the log"
+    assert any("is not where the log ran" in note and "the log's GPU is NVIDIA GeForce RTX 5090, this machine has "
+               "NVIDIA H200" in note for note in report["notes"])
     fix = report["matches"][0]["fix"]
     # The log's Python 3.10, driver unknown (a current one assumed) and sm_120: cu130's newest torch.
     wanted = torch_wheels.choose(None, None, ["12.0"], "3.10")

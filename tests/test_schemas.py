@@ -54,10 +54,24 @@ def test_facts_snapshots():
                                str(FIXTURES / "kernel-log" / "xid-74-nvlink.log")).stdout)
 
 
+def family_texts(count):
+    """Field-corpus texts whose expected finding is a family's row (the JSON that carries "family" and "key")."""
+    texts = [path for path in sorted((REPO / "tests" / "corpus-field").glob("*.txt"))
+             if any(line.startswith("# expect:") and "/" in line for line in path.read_text().splitlines()[:8])]
+    return texts[:count]
+
+
 def test_diagnoses():
-    for log in sorted((REPO / "tests" / "corpus").glob("*"))[:12]:
+    logs = sorted((REPO / "tests" / "corpus").glob("*"))[:12] + family_texts(6)
+    families = 0
+    for log in logs:
         completed = run_cli("diagnose", str(log), "--no-facts", "--format", "json")
-        valid("diagnosis", completed.stdout)
+        document = valid("diagnosis", completed.stdout)
+        families += any(match["confidence"] == "family" for match in document["matches"])
+    assert families >= 6
+    # With this machine's facts (a replayed H200) the header says whose they are.
+    completed = run_cli("diagnose", str(logs[0]), "--format", "json", "--nvml-fixture", nvml_fixture("h200-driver580.json"))
+    assert valid("diagnosis", completed.stdout)["facts"]["whose"] in ("machine", "log")
 
 
 def test_plans():

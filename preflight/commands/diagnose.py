@@ -48,21 +48,23 @@ def _not_gzip(path: str, exc: BaseException) -> PreflightError:
                           "decompress what there is with: zcat %s > log.txt" % path)
 
 
-def run(path: str, options: CheckOptions, use_facts: bool = True, warn: common.Warn = None):
-    """The diagnosis of the log at ``path``; with ``use_facts``, fixes made concrete with this machine's facts."""
+def run(path: str, options: CheckOptions, warn: common.Warn = None):
+    """The diagnosis of the log at ``path``, its fixes made concrete with the facts options.facts_from allows
+    (preflight.diagnose.whose_facts)."""
     from preflight.diagnose import diagnosis
     from preflight.diagnose.scan import scan
 
     from preflight.commands import pipeline, site
 
-    # The site configuration's rules and settings apply; with --no-facts this machine is not looked at, so a
-    # [[match]] on its GPUs does not apply either.
-    here = None if use_facts else site.target(options)
+    # The site configuration's rules and settings apply (facts_from among them); with --facts-from log this
+    # machine is not looked at, so a [[match]] on its GPUs does not apply either.
+    here = site.target(options) if options.facts_from == "log" else None
     prepared = pipeline.prepare(options, warn, target=here, kinds=("failures", "capacity"), checking=False)
     options, ruleset = prepared.options, prepared.ruleset
+    mode = options.facts_from
     stream = open_log(path)
     try:
-        result = scan(stream, list(ruleset.failures.values()), clues=list(ruleset.clues.values()))
+        result = scan(stream, ruleset.log_entries(), clues=list(ruleset.clues.values()))
     except (EOFError, zlib.error) as exc:  # a damaged or truncated .gz
         raise _not_gzip(path, exc)
     except OSError as exc:  # a read error, or a damaged .gz
@@ -74,21 +76,24 @@ def run(path: str, options: CheckOptions, use_facts: bool = True, warn: common.W
             stream.close()
     found = diagnosis.findings(result)
     snapshot, facts_source = None, None
-    if found and use_facts:
-        probes = diagnosis.probes_for(found, ruleset)
+    if found and mode != "log":
+        # What the log's clues are compared with (host, OS, Python, torch, GPUs, driver), and what fixes need.
+        probes = diagnosis.probes_for(found, ruleset) | {"host", "python", "nvml"}
         if probes or options.facts_file:
             rules = [prepared.resolve(r) for f in found for r in f.failure.rules if r in ruleset.rules]
             snapshot, facts_source = common.snapshot(options, probes, selection.required_packages(rules),
                                                      prepared.applied.early_facts)
-    notes = diagnosis.complete(found, ruleset, snapshot, prepared.resolve, result)
-    return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source, notes)
+    label = "this machine" if not options.facts_file else "the snapshot %s" % options.facts_file
+    completion = diagnosis.complete(found, ruleset, snapshot, prepared.resolve, result, mode, label)
+    return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source, completion.notes,
+                               completion.facts)
 
 
-def main(path: str, options: CheckOptions, use_facts: bool, shown: OutputOptions, warn: common.Warn = None) -> int:
+def main(path: str, options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) -> int:
     from preflight.output import emit
 
     from preflight.render import formats
 
-    found = run(path, options, use_facts, warn)
+    found = run(path, options, warn)
     emit(formats.render("diagnosis", found, shown.format, color=shown.colored()), shown.output)
     return found.exit_code

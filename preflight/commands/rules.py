@@ -19,7 +19,7 @@ def list_rules(rules_paths: List[str], profile: Optional[str], output_format: st
 
     reference = output_format == "markdown"  # the reference page: rules, facts, and the failure catalog
     ruleset = common.load_rules(rules_paths, warn, failures=reference)
-    listing = RuleList(_in_profile(ruleset, profile), list(ruleset.failures.values()))
+    listing = RuleList(_in_profile(ruleset, profile), list(ruleset.failures.values()), list(ruleset.families.values()))
     emit(formats.render("rules", listing, output_format))
     return ExitCode.OK
 
@@ -30,8 +30,10 @@ def explain(rule_id: str, rules_paths: List[str], warn: common.Warn = None) -> i
     ruleset = common.load_rules(rules_paths, warn, failures=True)
     if rule_id in ruleset.failures:
         emit(rules_doc.explain_failure(ruleset.failures[rule_id]))
+    elif rule_id.split("/")[0] in ruleset.families:
+        emit(rules_doc.explain_family(ruleset.families[rule_id.split("/")[0]]))
     else:
-        emit(rules_doc.explain(ruleset.get(rule_id, also=ruleset.failures)))
+        emit(rules_doc.explain(ruleset.get(rule_id, also=list(ruleset.failures) + list(ruleset.families))))
     return ExitCode.OK
 
 
@@ -39,5 +41,5 @@ def list_failures(rules_paths: List[str], warn: common.Warn = None) -> int:
     from preflight.render import rules_doc
 
     ruleset = common.load_rules(rules_paths, warn, failures=True)
-    emit(rules_doc.failures_text(list(ruleset.failures.values())))
+    emit(rules_doc.failures_text(list(ruleset.failures.values()), list(ruleset.families.values())))
     return ExitCode.OK

@@ -13,11 +13,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
 from preflight import inventory, knowledge, units
 from preflight.diagnose.failures import Failure
 from preflight.diagnose.scan import Hit, ScanResult
+from preflight.diagnose.whose_facts import Decision
 from preflight.engine import template
 from preflight.engine.evaluate import Result, evaluate
 from preflight.engine.loader import RuleSet
@@ -49,9 +50,25 @@ class Finding:
         self.fix: Dict[str, Any] = {}
         self.checks: List[Result] = []
 
+    @property
+    def key(self) -> str:
+        """The finding's id; a family finding's also names the row of its table: cuda.runtime_error/cudaErrorXyz."""
+        return "%s/%s" % (self.failure.id, self.failure.key) if self.failure.family is not None else self.failure.id
+
+    @property
+    def confidence(self) -> str:
+        """"known": a message the catalog has; "family": recognised by its structure, explained by a table."""
+        return "known" if self.failure.family is None else "family"
+
     def to_json(self) -> Dict[str, Any]:
+        family = self.failure.family
         return {
             "id": self.failure.id,
+            "key": self.key,
+            "confidence": self.confidence,
+            "family": {"table": family.table.name, "row": self.failure.key,
+                       "source": family.source} if family is not None else None,
+            "undetermined": list(self.failure.undetermined),
             "title": self.failure.title,
             "line": self.hit.line,
             "count": self.hit.count,
@@ -67,12 +84,13 @@ class Finding:
 
 class Diagnosis:
     def __init__(self, source: str, scan: ScanResult, findings: List[Finding], facts_source: Optional[str],
-                 notes: Optional[List[str]] = None) -> None:
+                 notes: Optional[List[str]] = None, facts: Optional[Decision] = None) -> None:
         self.source = source
         self.scan = scan
         self.findings = findings
         self.facts_source = facts_source
         self.notes = notes or []  # where the values came from: the log's own run, this machine
+        self.facts = facts or Decision(False, "facts: none", "")  # whose facts filled the fixes
 
     @property
     def exit_code(self) -> int:
@@ -86,6 +104,7 @@ class Diagnosis:
             "bytes": self.scan.bytes,
             "recognised": bool(self.findings),
             "facts_source": self.facts_source,
+            "facts": self.facts.to_json(),
             "from_log": dict(self.scan.values),
             "notes": self.notes,
             "matches": [finding.to_json() for finding in self.findings],
@@ -94,12 +113,25 @@ class Diagnosis:
 
 
 def findings(scan: ScanResult) -> List[Finding]:
-    hits = {failure_id: hit for failure_id, hit in scan.hits.items()
-            if not hit.failure.only_with or any(other in scan.hits for other in hit.failure.only_with)}
-    explained = {other for hit in hits.values() for other in hit.failure.supersedes if other in hits}
-    result = [Finding(hit, [hits[o] for o in hit.failure.supersedes if o in hits])
-              for failure_id, hit in hits.items() if failure_id not in explained]
-    result.sort(key=lambda f: (-f.failure.priority, f.hit.line))
+    present = {hit.failure.id for hit in scan.hits.values()}
+    hits = [hit for hit in scan.hits.values()
+            if not hit.failure.only_with or any(other in present for other in hit.failure.only_with)]
+    # A known failure on a family finding's line is the more specific explanation: the family finding goes,
+    # unless the family supersedes that entry (a ModuleNotFoundError of a removed module over "a module is
+    # missing").
+    known_lines: Dict[int, set] = {}
+    for hit in hits:
+        if hit.failure.family is None:
+            for line in (hit.line, hit.last_line):
+                known_lines.setdefault(line, set()).add(hit.failure.id)
+    hits = [hit for hit in hits if hit.failure.family is None
+            or not known_lines.get(hit.line, set()) - set(hit.failure.supersedes)]
+    ids = {hit.failure.id for hit in hits}
+    explained = {other for hit in hits for other in hit.failure.supersedes if other in ids}
+    result = [Finding(hit, [h for other in hit.failure.supersedes for h in hits if h.failure.id == other])
+              for hit in hits if hit.failure.id not in explained]
+    # Most likely cause first; a known failure before a family finding of the same likelihood; then the log's order.
+    result.sort(key=lambda f: (-f.failure.priority, f.failure.family is not None, f.hit.line))
     return result
 
 
@@ -190,19 +222,6 @@ def _catalog_gpu(ruleset: RuleSet, name: Optional[str], mib: Optional[str]):
     if mib and mib.isdigit() and len(found) > 1:
         found.sort(key=lambda g: abs(g.memory_mib - int(mib)))
     return found[0] if found else None
-
-
-def _same_machine(run: Dict[str, str], facts: Optional[SnapshotView]) -> bool:
-    """Whether this machine's facts describe the log's run: its GPU, where the log names one."""
-    name = run.get(RUN_PREFIX + "gpu_name")
-    if facts is None or not name:
-        return facts is not None
-    try:
-        facts.section("nvml")
-        names = [(gpu.get("name") or "").lower() for gpu in inventory.machine_gpus(facts.snapshot)]
-    except Unknown:
-        return False
-    return any(n and (n in name.lower() or name.lower() in n) for n in names)
 
 
 def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, str]] = None) -> Dict[str, str]:
@@ -313,31 +332,43 @@ def _related_checks(failure: Failure, ruleset: RuleSet, snapshot, resolve) -> Li
     return [r for r in evaluate(rules, snapshot) if r.status != "skip"]
 
 
-def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], resolve=None,
-             scan: Optional[ScanResult] = None) -> List[str]:
-    """Fill in each finding's context, fix and related check results; returns notes on where values came from.
-    ``resolve`` gives a related rule as the run resolves it (its profile and settings); by default, as written
-    for the train profile.
+class Completion(NamedTuple):
+    notes: List[str]  # where the values came from: the log's own run, and why this machine's facts were not used
+    facts: Decision  # whose facts filled the fixes
 
-    The log's own run (its clues) fills what this machine's facts do not know, and overrides them when the
-    facts belong to another machine (the log names another GPU): a log is often read far from where it ran.
+
+def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], resolve=None,
+             scan: Optional[ScanResult] = None, mode: str = "auto", label: str = "this machine") -> Completion:
+    """Fill in each finding's context, fix and related check results.
+    ``resolve`` gives a related rule as the run resolves it (its profile and settings); by default, as written
+    for the train profile. ``mode``: whose facts (preflight.diagnose.whose_facts).
+
+    The log's own run (its clues) fills what this machine's facts do not know; this machine's facts are used
+    only where the log does not contradict them (another host, OS, Python, torch, GPU or driver): a log is often
+    read far from where it ran.
     """
+    from preflight.diagnose import platform, whose_facts
+
     if resolve is None:
         def resolve(rule_id: str):
             return ruleset.rules[rule_id].resolve("train")
     facts = SnapshotView(snapshot) if snapshot is not None else None
+    clues = dict(scan.values) if scan is not None else {}
+    decision = whose_facts.decide(mode, clues, facts, label)
     run = run_values(scan, ruleset) if scan is not None else {}
-    same = _same_machine(run, facts)
-    notes = _notes(run, facts, same, snapshot)
-    if facts is not None and not same:
-        facts = None  # this machine is not where the log ran: its facts would mislead
+    notes = _notes(run)
+    if decision.why:
+        notes.append(decision.why)
+    if not decision.use:
+        facts = None  # not where the log ran: its facts would mislead
         for finding in found:
             finding.checks = []
     run = _with_machine(run, facts)
+    markers = platform.conditions(clues, facts)
     run_plain = {plain: run[RUN_PREFIX + name] for name, plain in _RUN_AS_FACTS.items() if RUN_PREFIX + name in run}
     for finding in found:
         failure = finding.failure
-        groups = finding.hit.groups
+        groups = {name: _as_said(value) for name, value in finding.hit.groups.items()}
         value_sets: List[Dict[str, Any]] = [dict(run_plain)]
         if facts is not None:
             value_sets = [dict(run_plain, **values) for values in _fact_values(failure, facts, groups.get("cuda_device"))]
@@ -347,7 +378,7 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
             for key, value in result.variables.items():
                 from_checks.setdefault(key, value)
         # Weakest first: generic defaults, what the log implies, this machine's facts, the related
-        # checks, the entry's fixed values, and what the log line says.
+        # checks, the entry's fixed values, and what the log line says; the platform markers last.
         base = dict(GENERIC_DEFAULTS, **failure.defaults)
         if "{torch_pythons}" in " ".join(failure.fix.texts()):
             from preflight import torch_wheels
@@ -360,7 +391,7 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
         merged_sets = []
         for values in value_sets:
             merged = dict(base)
-            for layer in (values, from_checks, failure.values, from_log):
+            for layer in (values, from_checks, failure.values, from_log, markers):
                 merged.update(layer)
             merged_sets.append(merged)
         context: List[str] = []
@@ -370,41 +401,44 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
                     context.append(line)
         finding.context = context
         finding.fix = failure.fix.render(merged_sets[0], TITLE_WORDS)
-    return notes
+    return Completion(notes, decision)
 
 
-def _notes(run: Dict[str, str], facts: Optional[SnapshotView], same: bool, snapshot) -> List[str]:
+def _as_said(value: str) -> str:
+    """A value captured from a log as the user would type it: no escapes that came from a repr or a JSON string
+    (\\' \\" \\n), no quotes or end punctuation around it."""
+    for escaped, plain in (("\\'", "'"), ('\\"', '"'), ("\\n", " "), ("\\t", " ")):
+        value = value.replace(escaped, plain)
+    return value.strip().strip("'\"`").rstrip(".,;:")
+
+
+def _notes(run: Dict[str, str]) -> List[str]:
     said = []
     for name, words in (("torch_version", "torch %s"), ("python", "Python %s"), ("gpu_name", "%s"),
                         ("gpu_mib", "(%s MiB)"), ("driver_version", "driver %s"), ("driver_cuda", "(CUDA %s)"),
                         ("cfg", "cfg %s"), ("batch", "batch %s"), ("imgsz", "img %s"), ("device", "device %s")):
         if RUN_PREFIX + name in run:
             said.append(words % run[RUN_PREFIX + name])
-    notes = ["the log's run: %s" % " ".join(said)] if said else []
-    if facts is not None and not same:
-        try:
-            facts.section("nvml")
-            here = ", ".join(g.get("name") or "?" for g in inventory.machine_gpus(facts.snapshot)) or "no GPU"
-        except Unknown:
-            here = "unknown GPUs"
-        notes.append("this machine (%s) is not where the log ran (%s): its facts are not used"
-                     % (here, run.get(RUN_PREFIX + "gpu_name")))
-    return notes
+    return ["the log's run: %s" % " ".join(said)] if said else []
 
 
 def json_schema() -> Dict[str, Any]:
     """``Diagnosis.to_json`` (diagnose --format json) as JSON Schema."""
     from preflight.engine import fix
-    from preflight.engine.evaluate import result_json_schema
     from preflight.json_schema import BOOL, INT, STR, nullable, obj, strings
 
-    match = obj(["id", "title", "line", "count", "excerpt", "cause", "fix"], {
-        "id": STR, "title": STR, "line": {"type": "integer", "minimum": 1}, "count": {"type": "integer", "minimum": 1},
+    family = obj(["table", "row", "source"], {"table": STR, "row": nullable(STR), "source": STR})
+    match = obj(["id", "key", "confidence", "title", "line", "count", "excerpt", "cause", "fix"], {
+        "id": STR, "key": STR, "confidence": {"enum": ["known", "family"]}, "family": nullable(family),
+        "undetermined": strings(), "title": STR, "line": {"type": "integer", "minimum": 1}, "count": {"type": "integer", "minimum": 1},
         "excerpt": STR, "cause": STR, "context": strings(), "fix": fix.json_schema(),
-        "rules": strings(), "checks": {"type": "array", "items": result_json_schema()},
+        "rules": strings(), "checks": {"type": "array", "items": obj(["id", "subject", "status", "message"], {
+            "id": STR, "subject": STR, "status": STR, "message": STR})},
         "explains": {"type": "array", "items": obj(["id"], {"id": STR, "line": INT, "excerpt": STR})}})
     return obj(["schema", "source", "lines", "recognised", "matches"], {
         "schema": {"const": "preflight.diagnosis/1"}, "source": STR, "lines": INT, "bytes": INT,
         "recognised": BOOL, "facts_source": nullable(STR), "from_log": {"type": "object"},
+        "facts": obj(["whose", "header", "why"], {"whose": {"enum": ["machine", "log", "none"]},
+                                                  "header": STR, "why": STR}),
         "notes": strings(), "matches": {"type": "array", "items": match},
         "last_error_lines": {"type": "array"}})

@@ -108,6 +108,9 @@ class Failure(NamedTuple):
     source: str
     origin: str
     only_with: List[str] = []  # reported only when one of these failures is also in the log
+    family: Any = None  # the [[family]] this entry was made from for one log value (preflight.diagnose.families)
+    key: str = ""  # that value's row: the finding is family id/key
+    undetermined: List[str] = []  # what the log could not tell (families)
 
     def link(self, ruleset: RuleSet) -> None:
         """Check references to other entries once every file is loaded."""
@@ -124,12 +127,13 @@ class Failure(NamedTuple):
                                 kind="failure")
         for key, others in (("supersedes", self.supersedes), ("only_with", self.only_with)):
             for other in others:
-                if other not in ruleset.failures:
+                if other not in ruleset.failures and other not in ruleset.families:
                     raise RuleFileError(self.origin, "'%s' names '%s', which is not a failure%s"
                                         % (key, other, close_matches(other, ruleset.failures)), self.id, kind="failure")
 
 
-def _pattern(entry: EntryReader, raw: Any, index: int) -> Pattern:
+def pattern_from(entry: EntryReader, raw: Any, index: int) -> Pattern:
+    """One item of an entry's 'patterns': a literal, or {anchor, regex}."""
     where = "patterns[%d]" % index
     if isinstance(raw, str):
         if not raw.strip():
@@ -168,7 +172,7 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) ->
     patterns_raw = raw.get("patterns")
     if not isinstance(patterns_raw, list) or not patterns_raw:
         raise entry.error("'patterns' must be a non-empty list of literal strings or {anchor, regex} tables")
-    patterns = [_pattern(entry, item, index) for index, item in enumerate(patterns_raw)]
+    patterns = [pattern_from(entry, item, index) for index, item in enumerate(patterns_raw)]
 
     facts = entry.string_list("facts")
     for path_name in facts:
@@ -195,26 +199,39 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) ->
 
 
 class Clue(NamedTuple):
-    """Something a log says about its run; its patterns' named groups are values, not a problem."""
+    """Something a log says about its run: its patterns' named groups are values, and ``set`` the values a match
+    implies (a Windows path says os = windows); not a problem."""
 
     id: str
     patterns: List[Pattern]
     examples: List[str]
     source: str
     origin: str
+    values: Dict[str, str] = {}
 
 
 def build_clue(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Clue:
     entry = entry_reader(raw, path, "clue", ruleset.warnings, ruleset.fixes, table)
-    entry.check_keys({"id", "patterns", "examples", "source"})
+    entry.check_keys({"id", "patterns", "examples", "source", "set"})
     patterns_raw = raw.get("patterns")
     if not isinstance(patterns_raw, list) or not patterns_raw:
         raise entry.error("'patterns' must be a non-empty list of {anchor, regex} tables")
-    patterns = [_pattern(entry, item, index) for index, item in enumerate(patterns_raw)]
+    patterns = [pattern_from(entry, item, index) for index, item in enumerate(patterns_raw)]
+    values = raw.get("set", {})
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+        raise entry.error("'set' must be a table of name = \"text\"", key="set")
+    names = set(values)
     for pattern in patterns:
-        unknown = set(pattern.regex.groupindex if pattern.regex else ()) - set(CLUE_VALUES)
-        if pattern.regex is None or unknown:
-            raise entry.error("a clue's patterns are regexes whose named groups are among: %s%s"
-                              % (", ".join(sorted(CLUE_VALUES)), " (unknown: %s)" % ", ".join(sorted(unknown))
-                                 if unknown else ""))
-    return Clue(entry.entry_id, patterns, entry.string_list("examples"), entry.string("source"), path)
+        names |= set(pattern.regex.groupindex if pattern.regex else ())
+        if pattern.regex is None and not values:
+            raise entry.error("a clue's literal pattern says nothing without 'set' (the values a match implies)")
+    unknown = names - set(CLUE_VALUES)
+    if unknown or not names:
+        raise entry.error("a clue's values (named groups and 'set') are among: %s%s"
+                          % (", ".join(sorted(CLUE_VALUES)), " (unknown: %s)" % ", ".join(sorted(unknown))
+                             if unknown else ""))
+    clue = Clue(entry.entry_id, patterns, entry.string_list("examples"), entry.string("source"), path, dict(values))
+    for example in clue.examples:
+        if not any(pattern.match(example) is not None for pattern in patterns):
+            raise entry.error("example %r is not recognised by the clue's patterns" % example, key="examples")
+    return clue

@@ -20,6 +20,7 @@ from collections import deque
 from typing import BinaryIO, Deque, Dict, List, Optional, Tuple
 
 from preflight.diagnose.failures import Clue, Failure, normalize_bytes
+from preflight.diagnose.families import MOST_ROWS, Family
 
 CHUNK = 4 << 20
 MAX_LINE = 64 << 10     # longer lines are only looked at around a match
@@ -116,7 +117,7 @@ class Scanner:
         for entry in list(failures) + list(clues):
             for pattern in entry.patterns:
                 self.by_anchor.setdefault(pattern.anchor.encode("utf-8"), []).append((entry, pattern))
-                if isinstance(entry, Failure):
+                if not isinstance(entry, Clue):
                     self.by_key.setdefault(pattern.key.encode("utf-8"), []).append((entry, pattern))
         self.keys = _trie_regex(list(self.by_key)) if self.by_key else None
         anchors = sorted(self.by_anchor, key=len, reverse=True)
@@ -209,7 +210,7 @@ class Scanner:
                 places.setdefault(key, deque(maxlen=TAIL_TRIES)).append((start, stop, original))
             for key, tried in places.items():
                 for start, stop, original in tried:
-                    candidates = [c for c in self.by_key[key] if c[0].id not in result.hits]
+                    candidates = [c for c in self.by_key[key] if c[0].id not in result.hits or _is_family(c[0])]
                     if not candidates:
                         break
                     window = clean(joined[start:stop])
@@ -217,7 +218,11 @@ class Scanner:
                     line = result.tail_first_line + bisect.bisect_left(breaks, original)
                     for failure, pattern in candidates:
                         groups = pattern.match(window)
-                        if groups is not None and failure.id not in result.hits:
+                        if groups is None:
+                            continue
+                        if _is_family(failure):
+                            _family_hit(failure, groups, line, window, result, new_only=True)
+                        elif failure.id not in result.hits:
                             result.hits[failure.id] = Hit(failure, line, _shorten(window.strip()), groups)
 
     def _search(self, buffer: bytes, end: int, line_base: int, result: ScanResult) -> None:
@@ -260,8 +265,12 @@ class Scanner:
                 if groups is None:
                     continue
                 if isinstance(failure, Clue):
-                    result.values.update(groups)
-                    result.value_lines.update((name, line) for name in groups)
+                    found = dict(failure.values, **groups)
+                    result.values.update(found)
+                    result.value_lines.update((name, line) for name in found)
+                    continue
+                if _is_family(failure):
+                    _family_hit(failure, groups, line, text, result)
                     continue
                 hit = result.hits.get(failure.id)
                 if hit is None:
@@ -272,6 +281,27 @@ class Scanner:
                         hit.last_line = line
                     for name, value in groups.items():
                         hit.groups.setdefault(name, value)
+
+
+def _is_family(entry) -> bool:
+    return isinstance(entry, Family)
+
+
+def _family_hit(family: Family, groups: Dict[str, str], line: int, text: str, result: ScanResult, new_only: bool = False) -> None:
+    """A family's value found on a line: a hit per table row (a value the table does not know is none)."""
+    row = family.row(groups)
+    if row is None:
+        return
+    key = family.hit_key(groups, row)
+    hit = result.hits.get(key)
+    if hit is not None:
+        if not new_only and hit.last_line != line:
+            hit.count += 1
+            hit.last_line = line
+        return
+    if sum(1 for existing in result.hits.values() if existing.failure.id == family.id) >= MOST_ROWS:
+        return
+    result.hits[key] = Hit(family.entry(groups, row), line, _shorten(text.strip()), groups)
 
 
 def scan(stream: BinaryIO, failures: List[Failure], chunk_size: int = CHUNK, clues: List[Clue] = ()) -> ScanResult:

@@ -37,12 +37,17 @@ class RuleSet:
         self.fixes: Dict[str, Fix] = {}
         self.failures: Dict[str, Any] = {}
         self.clues: Dict[str, Any] = {}
+        self.families: Dict[str, Any] = {}
         self.workloads: Dict[str, Any] = {}
         self.gpus: Dict[str, Any] = {}
         self.warnings: List[str] = []
         self.files: List[str] = []
         self.trusted = False  # these exact files were validated in full before (cache.validated)
         self.contents: List[str] = []  # each file read: its path and a key of its bytes
+
+    def log_entries(self) -> List[Any]:
+        """What diagnose looks for in a log: the known failures, then the families."""
+        return list(self.failures.values()) + list(self.families.values())
 
     def get(self, rule_id: str, also=()) -> Rule:
         """The rule with this id; exit 2 with the closest ids (of rules and of ``also``) when there is none."""
@@ -93,7 +98,7 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
     for kind, attribute, builder, needs in ENTRY_KINDS:
         if needs is None or wanted[needs]:
             _add_entries(ruleset, parsed, kind, getattr(ruleset, attribute), _builder(builder))
-    for failure in ruleset.failures.values():
+    for failure in list(ruleset.failures.values()) + list(ruleset.families.values()):
         failure.link(ruleset)
     for rule in ruleset.rules.values():
         for other in rule.answers:
@@ -115,6 +120,7 @@ ENTRY_KINDS = (
     ("rule", "rules", "preflight.engine.loader:build_rule", None),
     ("failure", "failures", "preflight.diagnose.failures:build_failure", "failures"),
     ("clue", "clues", "preflight.diagnose.failures:build_clue", "failures"),
+    ("family", "families", "preflight.diagnose.families:build_family", "failures"),
     ("workload", "workloads", "preflight.engine.capacity_entries:build_workload", "capacity"),
     ("gpu", "gpus", "preflight.engine.capacity_entries:build_gpu", "capacity"),
 )
@@ -187,7 +193,7 @@ def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
         raise RuleFileError(path, str(exc))
     top = EntryReader(data, path, "file", "", ruleset.warnings, ruleset.fixes)
     top.check_keys(_TOP_LEVEL, "a rule file (at its top level)", "a rule file holds [[rule]], [[fix]], [[failure]], "
-                   "[[clue]], [[workload]] and [[gpu]] tables")
+                   "[[clue]], [[family]], [[workload]] and [[gpu]] tables")
     return data
 
 

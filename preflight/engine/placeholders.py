@@ -29,6 +29,10 @@ LOG_VALUES = {
     "conda_env": "a conda environment name",
     "requirement": "a pip requirement",
     "device": "a --device value",
+    "port": "a network port named in the message (the rendezvous port)",
+    "dll": "a Windows DLL named in the message",
+    "peer": "the address of a peer NCCL could not reach",
+    "winerror": "a Windows error number (WinError N)",
 }
 # Values computed from a named group (see diagnose.diagnosis).
 # The torch to install (torch_wheels.fix_values) follows from the driver's CUDA and the GPU the log names.
@@ -49,6 +53,31 @@ CLUE_VALUES = {
     "device": "the --device the run asked for",
     "driver_version": "the driver version (nvidia-smi header)",
     "driver_cuda": "the newest CUDA the driver supports (nvidia-smi header)",
+    "os": "the run's operating system: windows, macos or linux (paths, WinError, a uname line)",
+    "distro": "the run's Linux family: rhel or debian (a distribution name, a package tool, a kernel tag)",
+    "wsl": "yes when the run was under WSL2 (its kernel, /usr/lib/wsl)",
+    "managed": "a hosted notebook whose driver the user cannot change: colab or kaggle",
+    "yolo": "the YOLO code that ran: yolov9, yolov5, yolov7 or ultralytics (its scripts, banner, paths)",
+    "host": "the run's host name (a shell prompt, NCCL's host:pid:tid lines)",
+    "program": "the script the run started (its command line, or a traceback's first frame)",
+    "site_packages": "the run's site-packages folder (traceback paths)",
+    "library_version": "the NVIDIA user-space library version (nvidia-smi's 'NVML library version')",
+    "module_version": "the loaded NVIDIA kernel module version (NVRM: API mismatch, /proc/driver/nvidia/version)",
+}
+# Markers a fix line can carry so that it shows only where it applies: each is "" (shown) or unknown (the line is
+# left out). Computed by diagnose from the log's clues and this machine's facts (diagnose.platform).
+FIX_CONDITIONS = {
+    "when_linux": "the run is not known to be on Windows or macOS",
+    "when_windows": "the run was on Windows",
+    "when_apt": "the run is on Linux and not known to be RHEL-family (apt-get works)",
+    "when_rhel": "the run was on a RHEL-family Linux (Rocky, Alma, CentOS, RHEL)",
+    "when_wsl": "the run was under WSL2",
+    "when_own_driver": "the user can change the driver: not a hosted notebook, not WSL2 (the Windows driver serves it)",
+    "when_managed": "the run was in a hosted notebook (Colab, Kaggle): the driver is the platform's",
+    "when_yolov9": "the log is YOLOv9's (its scripts, banner or paths)",
+    "when_not_yolov9": "the log is not known to be YOLOv9's",
+    "when_gpu": "the machine has an NVIDIA GPU (this machine's facts, or the log's nvidia-smi)",
+    "when_no_gpu": "the machine is known to have no NVIDIA GPU",
 }
 
 
@@ -76,6 +105,7 @@ def all_placeholders() -> frozenset:
         names.update(derived)
     names.update(RUN_DERIVED)
     names.update(KNOWLEDGE_VALUES)
+    names.update(FIX_CONDITIONS)
     names.update(RUN_PREFIX + name for name in CLUE_VALUES)
     names.update(RUN_PREFIX + name for name in LOG_VALUES)
     for fact in REGISTRY.values():

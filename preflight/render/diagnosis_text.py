@@ -23,6 +23,7 @@ def render(diagnosis: Diagnosis, color: bool = False, columns: int = 0) -> str:
     lines: List[str] = []
     if not found:
         add(head + "no known problem recognised", "", "  ")
+        add(diagnosis.facts.header)
         errors = diagnosis.scan.error_lines()
         if errors:
             lines.append("")
@@ -41,13 +42,18 @@ def render(diagnosis: Diagnosis, color: bool = False, columns: int = 0) -> str:
             lines.append("Nothing in it looks like an error.")
         return "\n".join(lines)
     add(head + "%d known problem%s, most likely cause first" % (len(found), "" if len(found) == 1 else "s"), "", "  ")
+    add(diagnosis.facts.header)
     for note in diagnosis.notes:
         add(note, "note: ")
     for number, finding in enumerate(found, 1):
         failure = finding.failure
         times = " (%d times)" % finding.hit.count if finding.hit.count > 1 else ""
         lines.append("")
-        title = wrap("%d. %s: %s" % (number, failure.id, failure.title), columns, "", "   ")
+        if failure.family is None:
+            title = wrap("%d. %s: %s" % (number, failure.id, failure.title), columns, "", "   ")
+        else:  # recognised by its structure, not a message the catalog knows: said so
+            title = wrap("%d. %s (a family, less certain than a known failure): %s" % (number, finding.key,
+                                                                                    failure.title), columns, "", "   ")
         lines += [bold(part) for part in title]
         lines.append("   line %d%s:" % (finding.hit.line, times))
         add(finding.hit.excerpt, "   | ")
@@ -56,6 +62,8 @@ def render(diagnosis: Diagnosis, color: bool = False, columns: int = 0) -> str:
         add(failure.cause, "   cause: ", "     ")
         for context in finding.context:
             add(context, "   here: ", "     ")
+        for unknown in failure.undetermined:
+            add(unknown, "   not determined: ", "     ")
         for check in finding.checks:
             add("%s %s" % (LABELS[check.status], check.message), "   preflight check %s (%s): " % (check.id,
                                                                                           check.subject), "     ")

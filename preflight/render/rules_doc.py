@@ -54,6 +54,7 @@ class RuleList(NamedTuple):
 
     rules: List[Rule]
     failures: Sequence[Any] = ()
+    families: Sequence[Any] = ()
 
     def to_json(self) -> List[Dict[str, Any]]:
         return [rule_json(rule) for rule in self.rules]
@@ -112,7 +113,7 @@ def explain(rule: Rule) -> str:
 
 def markdown(listing: RuleList) -> str:
     """docs/rules.md: generated, and kept true by a test."""
-    return _rules_markdown(listing.rules) + failures_markdown(listing.failures)
+    return _rules_markdown(listing.rules) + failures_markdown(listing.failures) + families_markdown(listing.families)
 
 
 def _rules_markdown(rules: List[Rule]) -> str:
@@ -159,13 +160,45 @@ def _rules_markdown(rules: List[Rule]) -> str:
     return "\n".join(out) + "\n"
 
 
-def failures_text(failures) -> str:
-    width = max([len(f.id) for f in failures] + [2])
+def failures_text(failures, families=()) -> str:
+    width = max([len(f.id) for f in list(failures) + list(families)] + [2])
     lines = ["%s  %-8s  %-28s  %s" % ("ID".ljust(width), "PRIORITY", "CAUGHT BEFOREHAND BY", "TITLE")]
     for failure in sorted(failures, key=lambda f: f.id):
         lines.append("%s  %-8d  %-28s  %s" % (failure.id.ljust(width), failure.priority,
                                                ",".join(failure.rules) or "-", failure.title))
+    if families:
+        lines += ["", "Families (recognised by structure; explained by a table of rules/knowledge/):",
+                  "%s  %-8s  %s" % ("ID".ljust(width), "ROWS", "TABLE")]
+        for family in sorted(families, key=lambda f: f.id):
+            lines.append("%s  %-8d  %s" % (family.id.ljust(width), len(family.table.rows), family.table.path))
     return _printable(lines)
+
+
+def explain_family(family) -> str:
+    lines = ["%s: a family of failures, explained by %s (%d rows)" % (family.id, family.table.path,
+                                                                     len(family.table.rows)),
+             "", "  recognises (preflight diagnose):"]
+    lines += ["    %s" % (p.regex.pattern if p.regex else repr(p.anchor)) for p in family.patterns]
+    lines += ["", "  looked up by: %s" % ", ".join(family.key),
+              "  cause:     %s" % family.cause, "  source:    %s" % family.source]
+    for line in family.undetermined:
+        lines.append("  not determined: %s" % line)
+    lines += ["", "  defined in %s" % family.origin]
+    return _printable(lines)
+
+
+def families_markdown(families) -> str:
+    if not families:
+        return ""
+    out = ["", "# Families of failures (`preflight diagnose`)", "",
+           "Recognised by their structure and explained by a table of public data (rules/knowledge/), with less "
+           "confidence than a known failure. Generated from rules/failures/families.toml.", "",
+           "| id | recognises | table | rows | source |", "|---|---|---|---|---|"]
+    for family in sorted(families, key=lambda f: f.id):
+        anchors = "; ".join("`%s`" % p.anchor.replace("|", "\\|") for p in family.patterns)
+        out.append("| `%s` | %s | `%s` | %d | %s |" % (family.id, anchors, family.table.name, len(family.table.rows),
+                                                      family.source.replace("|", "\\|")))
+    return "\n".join(out) + "\n"
 
 
 def explain_failure(failure) -> str:

@@ -1,0 +1,60 @@
+"""Which fix lines fit where the run was: the condition markers of preflight.engine.placeholders.FIX_CONDITIONS.
+
+A fix line may end in a marker such as ``{when_apt}``: the marker is "" where the line applies and unknown
+elsewhere, so the template leaves the line out (the fix's alternatives then give the line that fits). The
+facts come from the log's clues first (its paths, banner, kernel, hosted notebook) and from this machine's
+facts where diagnose uses them. Unknown means the common case: Linux with apt, a driver the user manages.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+from preflight import inventory
+from preflight.facts.view import SnapshotView, Unknown
+
+_RHEL = ("rocky", "alma", "centos", "red hat", "rhel", "oracle linux", "fedora")
+
+
+def conditions(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, str]:
+    """The markers that hold (value "") for a run whose clues are ``run`` (scan values) on ``facts``."""
+    host_os = {}
+    if facts is not None:
+        host_os = (facts.snapshot.get("host") or {}).get("os") or {}
+    system = str(host_os.get("system") or "").lower()
+    os_name = run.get("os") or {"linux": "linux", "windows": "windows", "darwin": "macos"}.get(system, "")
+    distribution = str(host_os.get("distribution") or "").lower()
+    distro = run.get("distro") or ("rhel" if any(name in distribution for name in _RHEL) else "")
+    wsl = bool(run.get("wsl")) or "microsoft" in str(host_os.get("release") or "").lower()
+    managed = run.get("managed")
+    yolo = run.get("yolo")
+    holds = {
+        "when_linux": os_name not in ("windows", "macos"),
+        "when_windows": os_name == "windows",
+        "when_apt": os_name not in ("windows", "macos") and distro != "rhel",
+        "when_rhel": distro == "rhel",
+        "when_wsl": wsl,
+        "when_own_driver": not managed and not wsl and os_name != "macos",
+        "when_managed": bool(managed),
+        # A log with no sign of which code ran keeps YOLOv9's examples (the code preflight sizes); one that shows
+        # another program gets none.
+        "when_yolov9": yolo == "yolov9" or (not yolo and not run.get("program")),
+    }
+    holds["when_not_yolov9"] = not holds["when_yolov9"]
+    gpus = _machine_gpus(facts)
+    holds["when_gpu"] = bool(run.get("gpu_name")) or bool(gpus)
+    holds["when_no_gpu"] = gpus == [] and not run.get("gpu_name")
+    return {name: "" for name, held in holds.items() if held}
+
+
+def _machine_gpus(facts: Optional[SnapshotView]):
+    """This machine's NVIDIA GPUs; None where that is not known (no facts, or NVML could not say)."""
+    if facts is None:
+        return None
+    try:
+        nvml = facts.section("nvml")
+    except Unknown:
+        return None
+    if (nvml.get("init") or {}).get("status") not in ("ok", None) and not nvml.get("gpus"):
+        return None  # no driver: a GPU may still be there
+    return list(inventory.machine_gpus(facts.snapshot))
