@@ -54,9 +54,25 @@ class Release(NamedTuple):
     pythons: Tuple[Version, ...]  # CPython versions with Linux x86_64 wheels
 
 
+class Archived(NamedTuple):
+    """The newest build for an old CUDA release that no index holds any more (pytorch.org's previous versions)."""
+
+    cuda: Version
+    torch: str  # 1.8.1+cu101
+    torchvision: str
+    pythons: Tuple[Version, ...]
+    find_links: str  # "": PyPI's own wheels
+
+    @property
+    def command(self) -> str:
+        links = " -f %s" % self.find_links if self.find_links else ""
+        return "python -m pip install torch==%s torchvision==%s%s" % (self.torch, self.torchvision, links)
+
+
 class Catalog(NamedTuple):
     releases: Dict[Version, Release]
     variants: Tuple[Variant, ...]
+    archived: Tuple[Archived, ...] = ()
 
     @property
     def pythons(self) -> Dict[Version, Tuple[Version, Version]]:
@@ -140,7 +156,10 @@ def _load() -> Catalog:
         Variant(v["tag"], _version(v["cuda"]), tuple(_version(t) for t in v["torch"]),
                 tuple((_version(a["from"]), tuple(_version(cc) for cc in a["sm"])) for a in v["archs"]))
         for v in data["variant"])
-    return Catalog(releases, variants)
+    archived = tuple(Archived(_version(a["cuda"]), a["torch"], a["torchvision"],
+                              tuple(_version(p) for p in a["python"]), a["find_links"])
+                     for a in data.get("archived", []))
+    return Catalog(releases, variants, archived)
 
 
 def driver_runs(variant: Variant, driver_version: Optional[str], driver_cuda: Optional[Version]) -> Optional[str]:
@@ -283,6 +302,18 @@ def torchvision_for(torch: Version) -> Optional[str]:
     return release.torchvision if release else None
 
 
+def archived_for(driver_cuda: Optional[str], python: Optional[str] = None) -> Optional[Archived]:
+    """The newest archived build a driver that supports CUDA ``driver_cuda`` at most runs, for ``python`` (any
+    when unknown); None when an index above holds one (choose() names it) or nothing fits."""
+    have = knowledge.parse_major_minor(driver_cuda)
+    py = knowledge.parse_major_minor(python)
+    data = catalog()
+    if have is None or any(driver_runs(v, None, have) for v in data.variants):
+        return None
+    fitting = [a for a in data.archived if a.cuda <= have and (py is None or py in a.pythons)]
+    return max(fitting, key=lambda a: tuple(int(p) for p in a.torch.split("+")[0].split(".")), default=None)
+
+
 def fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Sequence[Optional[str]] = (),
                python: Optional[str] = None, platform: Optional[str] = None) -> Dict[str, Optional[str]]:
     """The values fixes use to name a torch to install ({torch_pins}, {index_url}, ...), or, when nothing can
@@ -293,11 +324,19 @@ def fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: S
         driver_version = knowledge.CUDA_MIN_DRIVER[cuda]
     found = choose(driver_version, driver_cuda, ccs, python, platform)
     if isinstance(found, NoChoice):
+        old = archived_for(driver_cuda, python)
+        archived = None
+        if old is not None:
+            archived = ("If the driver cannot be upgraded, the newest torch built for a CUDA it runs is torch %s with "
+                        "torchvision %s (CUDA %d.%d, Python %s, from pytorch.org's previous versions): %s; code "
+                        "written for a current torch may not run on it"
+                        % ((old.torch, old.torchvision) + old.cuda + (_span(old.pythons), old.command)))
         return {"no_wheel": "%s: %s." % (found.reason[0].upper() + found.reason[1:], found.way_out),
+                "archived_torch": archived,
                 "index_url": None, "arch_index_url": None, "torch_pins": None, "wheel_cuda": None,
                 "wheel_torch": None, "wheel_tag": None, "wheel_runs": None, "wheel_note": None}
     return {
-        "no_wheel": None, "index_url": found.index_url, "arch_index_url": found.index_url, "torch_pins": found.pins,
+        "no_wheel": None, "archived_torch": None, "index_url": found.index_url, "arch_index_url": found.index_url, "torch_pins": found.pins,
         "wheel_cuda": "%d.%d" % found.variant.cuda, "wheel_torch": found.torch_text, "wheel_tag": found.variant.tag,
         "wheel_runs": "fully" if found.runs == "fully" else "under minor-version compatibility",
         "wheel_note": "; ".join(found.notes) + "." if found.notes else None,

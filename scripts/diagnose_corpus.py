@@ -11,7 +11,7 @@ Each text is a failure users posted publicly, with a header:
 
     # source: URL
     # expect: ID | ID/KEY | none
-    # resolution_keywords: words, from, the thread's resolution   (optional)
+    # resolution_keywords: words, from, the thread's resolution   (or "(none: why)")
 
 ``expect`` is the first finding wanted (``none`` for clean logs and user-code
 bugs, on which nothing may fire); a family finding is ``ID/KEY`` (the row of
@@ -45,7 +45,7 @@ from preflight.diagnose import diagnosis  # noqa: E402
 from preflight.diagnose.scan import Scanner  # noqa: E402
 from preflight.engine import loader  # noqa: E402
 
-CORPORA = ("tests/corpus", "tests/corpus-field")
+CORPORA = ("tests/corpus", "tests/corpus-field", "tests/corpus-heldout")
 
 
 class Case(NamedTuple):
@@ -92,7 +92,9 @@ def read_corpus(folder: str) -> List[Case]:
         if "source" not in header or "expect" not in header:
             raise ValueError("%s: needs '# source: URL' and '# expect: ID|none' first" % name)
         expect = None if header["expect"] == "none" else header["expect"]
-        keywords = [k.strip() for k in header.get("resolution_keywords", "").split(",") if k.strip()]
+        said = header.get("resolution_keywords", "")
+        # "(none: ...)" says the thread was read and has no resolution to compare with.
+        keywords = [] if said.startswith("(") else [k.strip() for k in said.split(",") if k.strip()]
         cases.append(Case(name, header["source"], expect, "\n".join(lines), keywords))
     return cases
 

@@ -226,3 +226,18 @@ def fake_env(tmp_path):
     def make(name: str = "venv", conda: Optional[str] = None) -> FakeEnvironment:
         return FakeEnvironment(tmp_path / name, conda=conda)
     return make
+
+
+def driver_install_command():
+    """The driver install command a fix prints on this machine: it follows the host's distribution."""
+    try:
+        with open("/etc/os-release") as handle:
+            text = handle.read().lower()
+    except OSError:
+        text = ""
+    ids = " ".join(line for line in text.splitlines() if line.startswith(("id=", "id_like=", "name=")))
+    if any(name in ids for name in ("rhel", "rocky", "alma", "centos", "fedora")):
+        return "sudo dnf install -y cuda-drivers"
+    if "debian" in ids and "ubuntu" not in ids:
+        return "sudo apt-get install -y cuda-drivers"
+    return "sudo ubuntu-drivers install"

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from preflight import torch_wheels
-from conftest import FIXTURES, nvml_fixture, ok, run_cli, run_json, status_of, write_fixture
+from conftest import FIXTURES, driver_install_command, nvml_fixture, ok, run_cli, run_json, status_of, write_fixture
 
 H200 = nvml_fixture("h200-driver580.json")
 A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")
@@ -85,7 +85,7 @@ def test_live_nvml_on_this_machine_reports_a_real_outcome():
     assert "FAIL   nvml.init" in report_text
     if status == "library_not_found":
         assert "NVML library not found" in report_text
-        assert "sudo ubuntu-drivers install" in report_text
+        assert driver_install_command() in report_text
 
 
 # --- gpu.count --------------------------------------------------------------------
@@ -280,7 +280,10 @@ def test_driver_below_the_site_minimum_only_warns_when_the_jobs_torch_runs_on_it
         assert one(report, "cuda.compat")["status"] == "fail"
     # The fix installs a supported branch, never an end-of-life one.
     commands = " ".join(driver["fix"]["commands"])
-    assert "sudo ubuntu-drivers install" in commands and "nvidia-driver-580" in commands
+    # The install command follows this host's distribution (ubuntu-drivers only on Ubuntu).
+    assert driver_install_command() in commands
+    if driver_install_command() == "sudo ubuntu-drivers install":
+        assert "nvidia-driver-580" in commands
     assert not any(old in commands for old in ("nvidia-driver-535", "nvidia-driver-550", "nvidia-driver-570"))
     # The node profile keeps the minimum as site policy.
     node = one(check("--profile", "node", "--select", "driver", fixture=RTX3060), "driver.version")

@@ -160,7 +160,7 @@ def test_a_wrapped_message_keeps_its_line_number_and_values():
     _, report = diagnose_json(text, "--no-facts")
     match = report["matches"][0]
     assert match["id"] == "cuda.driver_too_old" and match["line"] == 3
-    assert "the failed run's driver supports CUDA 11.4" in match["context"]
+    assert "the failed run's driver supports CUDA 11.4 at most" in match["context"]
 
 
 def test_a_pinned_torch_that_never_existed_names_its_requirement():

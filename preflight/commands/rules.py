@@ -31,7 +31,9 @@ def explain(rule_id: str, rules_paths: List[str], warn: common.Warn = None) -> i
     if rule_id in ruleset.failures:
         emit(rules_doc.explain_failure(ruleset.failures[rule_id]))
     elif rule_id.split("/")[0] in ruleset.families:
-        emit(rules_doc.explain_family(ruleset.families[rule_id.split("/")[0]]))
+        family_id, _, label = rule_id.partition("/")
+        family = ruleset.families[family_id]
+        emit(rules_doc.explain_family(family, family.row_named(label) if label else None))
     else:
         emit(rules_doc.explain(ruleset.get(rule_id, also=list(ruleset.failures) + list(ruleset.families))))
     return ExitCode.OK

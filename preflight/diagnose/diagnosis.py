@@ -196,13 +196,16 @@ def _fact_values(failure: Failure, facts: SnapshotView, cuda_device: Optional[st
 
 # What a log's clues say, by the names fixes and context use for this machine's facts.
 _RUN_AS_FACTS = {"torch_version": "torch_version", "driver_version": "driver_version", "driver_cuda": "driver_cuda",
-                 "gpu_name": "gpu_name", "python": "python_version"}
+                 "gpu_name": "gpu_name", "python": "python_version", "torch_cuda": "torch_cuda"}
 
 
 def run_values(scan: ScanResult, ruleset: RuleSet) -> Dict[str, str]:
     """The log's own run (its clues) as template values: run_<name>, and the GPU's compute capability when
     the GPU catalog knows its name."""
     values = {RUN_PREFIX + name: value for name, value in scan.values.items()}
+    local = str(scan.values.get("torch_version") or "").partition("+")[2]
+    if local.startswith("cu") and local[2:].isdigit() and len(local) >= 4:  # +cu117: CUDA 11.7; +cu92: 9.2
+        values[RUN_PREFIX + "torch_cuda"] = "%s.%s" % (local[2:-1], local[-1])
     gpu = _catalog_gpu(ruleset, scan.values.get("gpu_name"), scan.values.get("gpu_mib"))
     if gpu is not None:
         values["run_compute_capability"] = gpu.compute_capability
@@ -347,7 +350,8 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
     only where the log does not contradict them (another host, OS, Python, torch, GPU or driver): a log is often
     read far from where it ran.
     """
-    from preflight.diagnose import platform, whose_facts
+    from preflight.diagnose import whose_facts
+    from preflight.facts import platform
 
     if resolve is None:
         def resolve(rule_id: str):

@@ -189,6 +189,17 @@ class Family(NamedTuple):
                 found.append((groups, row))
         return found
 
+    def row_named(self, label: str) -> Dict[str, Any]:
+        """The row a finding's key names (cuda.runtime_error/cudaErrorNoDevice: its label); exit 2 when none."""
+        from preflight.errors import PreflightError, close_matches
+
+        labels = {_text(row.get(self.label, "")): row for row in self.table.rows}
+        for name, row in labels.items():
+            if name.lower() == label.lower():
+                return row
+        hint = close_matches(label, list(labels)).strip(" ()") or "'preflight explain %s' shows the family" % self.id
+        raise PreflightError("%s has no row '%s' in %s" % (self.id, label, self.table.path), hint)
+
     def hit_key(self, groups: Dict[str, str], row: Dict[str, Any]) -> str:
         """How one family finding is told apart from the others of its family: id/label."""
         return "%s/%s" % (self.id, _text(row.get(self.label, groups.get(self.label, "?"))))

@@ -120,7 +120,10 @@ def _evaluate_rule(rule: ResolvedRule, facts: SnapshotView) -> List[Result]:
         fix = None
         if status in (FAIL, WARN):
             chosen = rule.rule.fix_for(value)
-            fix = chosen.render(variables) if chosen else None
+            if chosen is not None:
+                from preflight.facts import platform  # the fix's lines that fit this machine's OS and driver
+
+                fix = chosen.render(dict(platform.conditions({}, facts), **variables))
         results.append(result(status, subject, message, value, fix, variables))
     return results
 

@@ -37,7 +37,7 @@ LOG_VALUES = {
 # Values computed from a named group (see diagnose.diagnosis).
 # The torch to install (torch_wheels.fix_values) follows from the driver's CUDA and the GPU the log names.
 WHEEL_VALUES = ("index_url", "arch_index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_tag", "wheel_runs",
-                "wheel_note", "no_wheel")
+                "wheel_note", "no_wheel", "archived_torch")
 DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda") + WHEEL_VALUES,
                        "missing": ("missing_pip", "pip_unknown"), "gpu_sm": WHEEL_VALUES}
 # What a clue may capture: the run's own values, as templates see them with the run_ prefix.
@@ -54,7 +54,7 @@ CLUE_VALUES = {
     "driver_version": "the driver version (nvidia-smi header)",
     "driver_cuda": "the newest CUDA the driver supports (nvidia-smi header)",
     "os": "the run's operating system: windows, macos or linux (paths, WinError, a uname line)",
-    "distro": "the run's Linux family: rhel or debian (a distribution name, a package tool, a kernel tag)",
+    "distro": "the run's Linux distribution family: rhel, debian or ubuntu (a distribution name, a package tool, a kernel tag)",
     "wsl": "yes when the run was under WSL2 (its kernel, /usr/lib/wsl)",
     "managed": "a hosted notebook whose driver the user cannot change: colab or kaggle",
     "yolo": "the YOLO code that ran: yolov9, yolov5, yolov7 or ultralytics (its scripts, banner, paths)",
@@ -65,17 +65,22 @@ CLUE_VALUES = {
     "module_version": "the loaded NVIDIA kernel module version (NVRM: API mismatch, /proc/driver/nvidia/version)",
 }
 # Markers a fix line can carry so that it shows only where it applies: each is "" (shown) or unknown (the line is
-# left out). Computed by diagnose from the log's clues and this machine's facts (diagnose.platform).
+# left out). Computed from a log's clues and this machine's facts (facts.platform): by diagnose, and by check
+# (from the facts alone) for the fixes of failing rules.
 FIX_CONDITIONS = {
     "when_linux": "the run is not known to be on Windows or macOS",
     "when_windows": "the run was on Windows",
     "when_apt": "the run is on Linux and not known to be RHEL-family (apt-get works)",
     "when_rhel": "the run was on a RHEL-family Linux (Rocky, Alma, CentOS, RHEL)",
+    "when_ubuntu": "the run is on Linux and not known to be RHEL-family or Debian (ubuntu-drivers works)",
+    "when_debian": "the run was on Debian (apt works, ubuntu-drivers does not)",
     "when_wsl": "the run was under WSL2",
     "when_own_driver": "the user can change the driver: not a hosted notebook, not WSL2 (the Windows driver serves it)",
     "when_managed": "the run was in a hosted notebook (Colab, Kaggle): the driver is the platform's",
     "when_yolov9": "the log is YOLOv9's (its scripts, banner or paths)",
     "when_not_yolov9": "the log is not known to be YOLOv9's",
+    "when_libraries_newer": "the log shows user-space NVIDIA libraries newer than the loaded kernel module",
+    "when_libraries_older": "the log shows user-space NVIDIA libraries older than the loaded kernel module",
     "when_gpu": "the machine has an NVIDIA GPU (this machine's facts, or the log's nvidia-smi)",
     "when_no_gpu": "the machine is known to have no NVIDIA GPU",
 }
@@ -84,7 +89,7 @@ FIX_CONDITIONS = {
 # Values diagnose computes from a log's own run (its clues): the capacity model's largest batch for an
 # out-of-memory run, and the GPUs the run used.
 RUN_DERIVED = ("fit_batch", "fit_workload", "fit_imgsz", "fit_gpu_mib", "gpu_count", "device_list",
-               "run_compute_capability")
+               "run_compute_capability", "run_torch_cuda")
 # Values from the knowledge data, the same wherever a fix is shown (diagnose fills them).
 KNOWLEDGE_VALUES = {"torch_pythons": "the Pythons the newest torch that can be pinned has wheels for (3.10 to 3.14)"}
 # Every captured value is also available as run_<name>: filled only from the

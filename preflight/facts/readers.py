@@ -129,7 +129,7 @@ def platform(facts: SnapshotView) -> Optional[str]:
 
 
 WHEEL_DETAILS = ("index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_tag", "wheel_runs", "wheel_note",
-                 "no_wheel")
+                 "no_wheel", "archived_torch")
 
 
 def wheel(facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Dict[str, Optional[str]]:

@@ -41,7 +41,7 @@ def render(diagnosis: Diagnosis, color: bool = False, columns: int = 0) -> str:
         else:
             lines.append("Nothing in it looks like an error.")
         return "\n".join(lines)
-    add(head + "%d known problem%s, most likely cause first" % (len(found), "" if len(found) == 1 else "s"), "", "  ")
+    add(head + _count(found) + ", most likely cause first", "", "  ")
     add(diagnosis.facts.header)
     for note in diagnosis.notes:
         add(note, "note: ")
@@ -72,3 +72,16 @@ def render(diagnosis: Diagnosis, color: bool = False, columns: int = 0) -> str:
             lines.append("   caught before a run by:")
             lines.append("   $ preflight check --select %s" % ",".join(failure.rules))
     return "\n".join(lines)
+
+
+def _count(found) -> str:
+    """'2 known problems', '1 problem recognised by its family', or both: a family finding is not called known."""
+    known = sum(1 for finding in found if finding.failure.family is None)
+    families = len(found) - known
+    parts = []
+    if known:
+        parts.append("%d known problem%s" % (known, "" if known == 1 else "s"))
+    if families:
+        parts.append("%d %srecognised by %s family" % (families, "" if known else ("problem " if families == 1 else "problems "),
+                                                      "its" if families == 1 else "their"))
+    return " and ".join(parts)

@@ -45,8 +45,16 @@ def rule_json(rule: Rule) -> Dict[str, Any]:
     }
 
 
+def _common_case(values: Dict[str, Any]) -> Dict[str, Any]:
+    """A fix shown on its own (explain, the reference page) reads as for the common case: Linux with apt on
+    Ubuntu, a driver the user manages, a YOLOv9 run (the lines for other platforms are there for diagnose)."""
+    from preflight.facts import platform
+
+    return dict(platform.conditions({}, None), **values)
+
+
 def _fix_json(fix: Fix, values: Dict[str, Any]) -> Dict[str, Any]:
-    return dict(fix.render(values), id=fix.id)
+    return dict(fix.render(_common_case(values)), id=fix.id)
 
 
 class RuleList(NamedTuple):
@@ -80,7 +88,7 @@ def _printable(lines: List[str]) -> str:
 def _fix_lines(fix: Fix, values: Dict[str, Any], indent: str) -> List[str]:
     from preflight.render.blocks import fix_lines
 
-    return fix_lines(fix.render(values), indent, label="")
+    return fix_lines(fix.render(_common_case(values)), indent, label="")
 
 
 def explain(rule: Rule) -> str:
@@ -174,7 +182,16 @@ def failures_text(failures, families=()) -> str:
     return _printable(lines)
 
 
-def explain_family(family) -> str:
+def explain_family(family, row=None) -> str:
+    """A family; with ``row``, that row of its table as diagnose would report it."""
+    if row is not None:
+        finding = family.entry({}, row)
+        lines = ["%s/%s: %s" % (family.id, family.hit_key({}, row).split("/", 1)[1], finding.title), ""]
+        lines += ["  %-9s  %s" % (name + ":", value) for name, value in row.items() if name != "when"]
+        lines += ["", "  cause:     %s" % finding.cause]
+        lines += _fix_lines(finding.fix, dict(finding.values), "  ")
+        lines += ["", "  from %s (%s)" % (family.table.path, family.source)]
+        return _printable(lines)
     lines = ["%s: a family of failures, explained by %s (%d rows)" % (family.id, family.table.path,
                                                                      len(family.table.rows)),
              "", "  recognises (preflight diagnose):"]

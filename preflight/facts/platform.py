@@ -1,4 +1,4 @@
-"""Which fix lines fit where the run was: the condition markers of preflight.engine.placeholders.FIX_CONDITIONS.
+"""Which fix lines fit where the run was (for check, this machine): the markers of placeholders.FIX_CONDITIONS.
 
 A fix line may end in a marker such as ``{when_apt}``: the marker is "" where the line applies and unknown
 elsewhere, so the template leaves the line out (the fix's alternatives then give the line that fits). The
@@ -24,7 +24,8 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, 
     system = str(host_os.get("system") or "").lower()
     os_name = run.get("os") or {"linux": "linux", "windows": "windows", "darwin": "macos"}.get(system, "")
     distribution = str(host_os.get("distribution") or "").lower()
-    distro = run.get("distro") or ("rhel" if any(name in distribution for name in _RHEL) else "")
+    distro = run.get("distro") or ("rhel" if any(name in distribution for name in _RHEL) else
+                                   "debian" if "debian" in distribution else "")
     wsl = bool(run.get("wsl")) or "microsoft" in str(host_os.get("release") or "").lower()
     managed = run.get("managed")
     yolo = run.get("yolo")
@@ -33,6 +34,8 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, 
         "when_windows": os_name == "windows",
         "when_apt": os_name not in ("windows", "macos") and distro != "rhel",
         "when_rhel": distro == "rhel",
+        "when_ubuntu": os_name not in ("windows", "macos") and distro not in ("rhel", "debian"),
+        "when_debian": distro == "debian",
         "when_wsl": wsl,
         "when_own_driver": not managed and not wsl and os_name != "macos",
         "when_managed": bool(managed),
@@ -41,6 +44,11 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, 
         "when_yolov9": yolo == "yolov9" or (not yolo and not run.get("program")),
     }
     holds["when_not_yolov9"] = not holds["when_yolov9"]
+    # A driver/library mismatch has two directions: libraries newer than the loaded module (an upgrade awaiting a
+    # reboot, or a module that was never built for this kernel) or older (held-back or image-shipped libraries).
+    order = _compare(run.get("library_version"), run.get("module_version"))
+    holds["when_libraries_newer"] = order == 1
+    holds["when_libraries_older"] = order == -1
     gpus = _machine_gpus(facts)
     holds["when_gpu"] = bool(run.get("gpu_name")) or bool(gpus)
     holds["when_no_gpu"] = gpus == [] and not run.get("gpu_name")
@@ -58,3 +66,16 @@ def _machine_gpus(facts: Optional[SnapshotView]):
     if (nvml.get("init") or {}).get("status") not in ("ok", None) and not nvml.get("gpus"):
         return None  # no driver: a GPU may still be there
     return list(inventory.machine_gpus(facts.snapshot))
+
+
+def _compare(first: Optional[str], second: Optional[str]) -> Optional[int]:
+    """1, 0 or -1 as driver version ``first`` is newer, equal or older than ``second``; None when either is missing."""
+    from preflight import versions
+
+    if not first or not second:
+        return None
+    try:
+        a, b = versions.parse(first), versions.parse(second)
+    except versions.InvalidVersion:
+        return None
+    return (a > b) - (a < b)
