@@ -15,7 +15,7 @@ import pytest
 from conftest import FIXTURES, REPO, nvml_fixture, ok, run_cli, write_fixture
 from preflight import torch_wheels
 from preflight.diagnose import diagnosis
-from preflight.diagnose.scan import Scanner
+from preflight.diagnose.scan import Scanner, search_key
 from preflight.engine import loader
 
 RULESET = loader.load(failures=True)
@@ -423,6 +423,8 @@ def test_a_user_can_add_a_failure(tmp_path):
     ('patterns = ["x"]\nsupersedes = ["nope"]', "'supersedes' names 'nope'"),
     ('patterns = ["x"]\ncontext = ["{nonsense}"]', "unknown placeholder(s) {nonsense}"),
     ('patterns = ["x"]\nfacts = ["gpu.mem"]', "'facts' names 'gpu.mem'"),
+    ('patterns = [" NCCL WARN"]', "starts with whitespace, which slows every scan"),
+    ('patterns = [{ anchor = "\\tError", regex = "Error" }]', "starts with whitespace"),
 ])
 def test_bad_failure_entries_exit_2(tmp_path, entry, problem):
     path = tmp_path / "bad.toml"
@@ -430,6 +432,27 @@ def test_bad_failure_entries_exit_2(tmp_path, entry, problem):
     completed = run_cli("diagnose", "-", "--rules", str(path), stdin="x\n")
     assert completed.returncode == 2
     assert "failure 'site.x'" in completed.stderr and problem in completed.stderr, completed.stderr
+
+
+@pytest.mark.parametrize("anchor, key", [
+    (b": CUDA error: ", b"CUDA error: "),          # punctuation that is on every line is not searched for
+    (b"vs. 0)", b"vs. 0)"),                          # 'v' is not among the commonest letters
+    (b"error=", b"error="),                          # all common letters: from the first one, whole
+    (b"/libcuda.so", b"bcuda.so"),                   # the first less common letter, with 5 bytes after it
+    (b"@", b"@"),                                    # no letter at all: the anchor itself
+    (b"\\x1b", b"\\x1b"),
+    (b".el8", b"el8"),                               # common letters only: from the first, 3 bytes are enough
+    (b".e", b".e"),                                  # fewer than 3 bytes from the first letter: all of it
+])
+def test_the_search_key_is_the_selective_tail_of_an_anchor(anchor, key):
+    assert search_key(anchor) == key and key in anchor
+
+
+def test_an_anchor_after_punctuation_is_still_found_on_its_line():
+    # Caffe's check: '(2 vs. 0)' is found from 'vs. 0)', then the whole pattern is checked on the line
+    code, report = diagnose_json("F1201 10:02:03.123 45 math.cu:66] Check failed: error == cudaSuccess (2 vs. 0)"
+                                 "  out of memory\n", "--no-facts")
+    assert code == 1 and report["matches"][0]["key"] == "cuda.runtime_error/cudaErrorMemoryAllocation", report
 
 
 def test_the_docs_document_diagnose_with_a_worked_example():

@@ -132,12 +132,21 @@ class Failure(NamedTuple):
                                         % (key, other, close_matches(other, ruleset.failures)), self.id, kind="failure")
 
 
+def _fast_anchor(entry: EntryReader, where: str, anchor: str) -> None:
+    """The scan looks for every anchor at once; one that starts with whitespace makes it stop at every space of
+    the log (a tenth of its speed, measured), so the anchor starts at its first word (the regex keeps the rest)."""
+    if anchor[:1].isspace():
+        raise entry.error("%s: the anchor %r starts with whitespace, which slows every scan: start it at its first "
+                          "word (a regex can still require what comes before)" % (where, anchor))
+
+
 def pattern_from(entry: EntryReader, raw: Any, index: int) -> Pattern:
     """One item of an entry's 'patterns': a literal, or {anchor, regex}."""
     where = "patterns[%d]" % index
     if isinstance(raw, str):
         if not raw.strip():
             raise entry.error("%s: a literal pattern cannot be empty" % where)
+        _fast_anchor(entry, where, raw)
         return Pattern(raw, None)
     if not isinstance(raw, dict):
         raise entry.error("%s must be a literal string or a table {anchor, regex}" % where)
@@ -147,6 +156,7 @@ def pattern_from(entry: EntryReader, raw: Any, index: int) -> Pattern:
     anchor, regex = raw.get("anchor"), raw.get("regex")
     if not isinstance(anchor, str) or not anchor.strip():
         raise entry.error("%s needs 'anchor': a literal piece of text every match contains" % where)
+    _fast_anchor(entry, where, anchor)
     if regex is None:
         return Pattern(anchor, None)
     if not isinstance(regex, str):

@@ -84,6 +84,29 @@ def _shorten(text: str) -> str:
     return text if len(text) <= EXCERPT else text[:EXCERPT - 3] + "..."
 
 
+_COMMONEST = frozenset(b"etaoinsrhl")  # the commonest letters of English text, and of logs
+
+
+def search_key(anchor: bytes) -> bytes:
+    """The part of an anchor the whole-log search looks for: from its first letter (or backslash) on.
+
+    The search stops at every byte of the log that can begin some anchor; punctuation that begins one (': ',
+    '/', '.', ',', '[', a space) is on nearly every line of a log, and with such bytes among the first bytes the
+    search ran at a third of its speed (measured with scripts/bench_diagnose.py). A line that holds the anchor
+    holds this part of it, and the entry's pattern is checked on the whole line afterwards, so nothing is lost.
+    The part keeps at least 3 bytes (else the whole anchor) so that it stays selective."""
+    letters = [index for index, byte in enumerate(anchor)
+               if 65 <= byte <= 90 or 97 <= byte <= 122 or byte == 92 or byte >= 128]  # letters, a backslash
+    if not letters:
+        return anchor
+    # Better still a start that is not one of the commonest letters, if enough of the anchor follows it.
+    for index in letters:
+        if anchor[index] not in _COMMONEST and len(anchor) - index >= 5:
+            return anchor[index:]
+    rest = anchor[letters[0]:]
+    return rest if len(rest) >= 3 or anchor[letters[0]] == 92 else anchor
+
+
 def _trie_regex(words: List[bytes]) -> "re.Pattern[bytes]":
     """One regex for many literals, shaped as a trie: at each position only the branches that share the next
     byte are tried (a plain alternation tries every literal at every position whose first byte could start one,
@@ -116,7 +139,7 @@ class Scanner:
         self.by_key: Dict[bytes, List[Tuple[object, object]]] = {}  # lower-cased, normalized anchors
         for entry in list(failures) + list(clues):
             for pattern in entry.patterns:
-                self.by_anchor.setdefault(pattern.anchor.encode("utf-8"), []).append((entry, pattern))
+                self.by_anchor.setdefault(search_key(pattern.anchor.encode("utf-8")), []).append((entry, pattern))
                 if not isinstance(entry, Clue):
                     self.by_key.setdefault(pattern.key.encode("utf-8"), []).append((entry, pattern))
         self.keys = _trie_regex(list(self.by_key)) if self.by_key else None
