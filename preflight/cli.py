@@ -10,7 +10,8 @@ Exit codes (stable; ``preflight.errors.ExitCode``):
   2  usage error, a bad rule, facts or fixture file, or the report could not be written
   3  internal error in preflight (a bug: please report it)
   4  preflight slurm: scontrol missing, failing or not answering
-  5  preflight slurm: unknown (a probe timed out); the node was left as it was
+  5  preflight slurm: unknown (a probe timed out, or the site configuration or rules cannot be used);
+     the node was left as it was
   128+N  killed by signal N (130 SIGINT, 143 SIGTERM), helpers killed first
   78 preflight exec: the checks failed and the command was not started (--fail-exit-code)
 exec passes the command's own status through (126/127: it cannot be run / is not found);
@@ -62,6 +63,19 @@ def _complete(kind: str):
     return complete
 
 
+def _complete_files(context, parameter, incomplete: str):
+    """A path: the shell completes file names (click's bash script then falls back to compgen -f)."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(incomplete, type="file")]
+
+
+def _complete_folders(context, parameter, incomplete: str):
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(incomplete, type="dir")]
+
+
 # --- option groups: declared once, each collapsed into the value a command takes ---------------
 
 def _one_facts_file(context, parameter, values):
@@ -83,20 +97,20 @@ def setting(key: str, help: Optional[str] = None, **more) -> Callable:
 
 
 PROBE = [
-    click.option("--python", "python", metavar="PATH",
+    click.option("--python", "python", metavar="PATH", shell_complete=_complete_files,
                  help="Probe this interpreter's environment (the training environment) instead of preflight's own."),
-    click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
+    click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=_complete_files,
                  help="Replay a recorded machine's NVML answers (nvml-fixture/1 JSON) instead of asking the driver. "
                       "[env: PREFLIGHT_NVML_FIXTURE]"),
-    click.option("--kernel-log", metavar="FILE", help="Read Xid events from this captured kernel log (dmesg, "
+    click.option("--kernel-log", metavar="FILE", shell_complete=_complete_files, help="Read Xid events from this captured kernel log (dmesg, "
                  "journalctl -k, /var/log/kern.log) instead of this machine's."),
     setting("timeout", default="10", show_default=True),
     click.option("--no-cache", is_flag=True, help="Ask torch for its GPU architectures again, and keep no GPU counter "
                  "readings (PCIe replay and NVLink error rates need the last one), instead of using the cache."),
-    setting("rules"),
+    setting("rules", shell_complete=_complete_files),
 ]
 CONFIG = click.option(
-    "--config", metavar="FILE", envvar="PREFLIGHT_CONFIG",
+    "--config", metavar="FILE", envvar="PREFLIGHT_CONFIG", shell_complete=_complete_files,
     help="Site configuration ([defaults] and [[match]] tables) [default: /etc/preflight/config.toml when it exists]; "
          "the command line overrides it. [env: PREFLIGHT_CONFIG]")
 
@@ -124,7 +138,7 @@ def check_group(default_profile: str = "train", expect_gpus: Optional[str] = Non
     ]
     if with_facts:
         group.insert(-1, click.option(
-            "--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
+            "--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file, shell_complete=_complete_files,
             help="Evaluate a snapshot saved by 'preflight facts' instead of probing this machine ('-' reads stdin)."))
     return group
 
@@ -159,7 +173,7 @@ _WORKLOAD_DETAILS = [
     click.option("--max-objects", type=int, metavar="N", help=MAX_OBJECTS_HELP),
 ]
 WORKLOAD = workload_group()
-OUTPUT = click.option("--output", metavar="FILE", help="Write to FILE instead of standard output ('-'): a regular "
+OUTPUT = click.option("--output", metavar="FILE", shell_complete=_complete_files, help="Write to FILE instead of standard output ('-'): a regular "
                       "file is replaced atomically (a link is followed and kept, unless it lies in a folder others can write "
                       "and neither root nor you own it); a device or pipe is written in place.")
 
@@ -189,6 +203,22 @@ def _workload(values: Dict[str, Any], profile: str):
     task = values["task"] or ("inference" if profile == "inference" else "train")
     return WorkloadOptions(values["workload"], task, values["batch"], values["imgsz"], values["fp32"], values["half"],
                            values.get("optimizer", "SGD"), values.get("max_objects"))
+
+
+KEEP = [
+    click.option("--report-dir", metavar="DIR", shell_complete=_complete_folders,
+                 help="Also write the JSON report to DIR/HOST.json, replaced atomically at every run: the folder "
+                      "'preflight fleet' reads (a shared folder for many nodes). The folder must exist."),
+    click.option("--syslog", is_flag=True,
+                 help="Also send one line per run to the system log (/dev/log, read by journald and rsyslog; "
+                      "PREFLIGHT_SYSLOG_SOCKET names another socket)."),
+]
+
+
+def _kept(report_dir: Optional[str], syslog: bool, required: bool = True):
+    from preflight.commands.common import Keep
+
+    return Keep(report_dir, syslog, required)
 
 
 def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
@@ -282,7 +312,7 @@ def cli() -> None:
 @cli.command()
 @declare(CHECK)
 @click.option("--format", "output_format", type=click.Choice(format_names("report")), default="text", show_default=True,
-              help="text for people; json (preflight.report/1); junit for CI; prometheus for node_exporter's textfile "
+              help="text for people; json (preflight.report/1); jsonl (the same, one line); junit for CI; prometheus for node_exporter's textfile "
                    "collector; nfd for Node Feature Discovery's features.d; npd for node-problem-detector "
                    "(exit 0 OK, 1 problem, 2 unknown).")
 @OUTPUT
@@ -291,13 +321,14 @@ def cli() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
 @click.option("--color", type=_COLORS, default="auto", show_default=True,
               help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
+@declare(KEEP)
 @check_options(PROBE, WORKLOAD, consume=_names(CHECK))
-def check(options, output_format, output, expires_in, quiet, color) -> int:
+def check(options, output_format, output, expires_in, quiet, color, report_dir, syslog) -> int:
     """Check this machine and environment against the rules; print a report with a fix for every problem."""
     from preflight.commands import check as command
 
     return command.main(options, _shown(output_format, output, quiet, color, _duration("--expires-in", expires_in)),
-                        _warn)
+                        _warn, _kept(report_dir, syslog))
 
 
 @cli.command()
@@ -337,10 +368,10 @@ def explain(rule_id, rules_paths) -> int:
 
 
 @cli.command()
-@click.argument("log", required=False, metavar="[LOG|-]")
+@click.argument("log", required=False, metavar="[LOG|-]", shell_complete=_complete_files)
 @click.option("--format", "output_format", type=click.Choice(format_names("diagnosis")), default="text",
               show_default=True)
-@click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
+@click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file, shell_complete=_complete_files,
               help="Make fixes concrete with a saved snapshot instead of probing.")
 @setting("facts_from", default="auto", show_default=True)
 @click.option("--no-facts", is_flag=True, help="Do not look at this machine: the same as --facts-from log.")
@@ -389,9 +420,9 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @OUTPUT
 @click.option("--color", type=_COLORS, default="auto", show_default=True,
               help="Colour the text (auto: only on a terminal, never when NO_COLOR is set).")
-@click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file,
+@click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file, shell_complete=_complete_files,
               help="This machine's GPUs from a saved snapshot.")
-@click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
+@click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=_complete_files,
               help="This machine's GPUs from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
 @setting("timeout", default="10", show_default=True)
 @setting("rules", help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
@@ -411,7 +442,7 @@ def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, ou
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...", shell_complete=_complete_files)
 @click.option("--baseline", metavar="NODE|FILE",
               help="A known-good node (its name among the files read) or its report or snapshot file: list the "
                    "facts on which each node differs from it.")
@@ -434,7 +465,7 @@ def fleet(options, paths, baseline, output_format, output) -> int:
               help="Where to serve /healthz, /metrics and /report (0.0.0.0:9400 for every interface; port 0: any).")
 @click.option("--interval", default="60s", show_default=True, metavar="DURATION",
               help="How often to check (requests never start a check).")
-@click.option("--nfd-output", metavar="FILE",
+@click.option("--nfd-output", metavar="FILE", shell_complete=_complete_files,
               help="Also write the NFD feature file after every check (as check --format nfd --output FILE).")
 @click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
               help="With --nfd-output: NFD drops the labels if the file is not rewritten within this time.")
@@ -455,7 +486,8 @@ def serve(options, listen, interval, nfd_output, expires_in) -> int:
 @OUTPUT
 def schema(name, output) -> int:
     """Print the JSON Schema (draft 2020-12) of a JSON document preflight writes: report (check --format json),
-    diagnosis, plan, facts or fleet; without NAME, list them."""
+    diagnosis, plan, facts or fleet; or of the site configuration it reads (config, its TOML as JSON); without
+    NAME, list them."""
     from preflight.commands import schema as command
 
     return command.main(name, output)
@@ -474,9 +506,12 @@ def completion(shell) -> int:
 
 @cli.command("exec", context_settings={"allow_interspersed_args": False})
 @declare(CHECK)
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Format of the report, written to standard error.")
-@click.option("-q", "--quiet", is_flag=True, help="Report only failures, warnings and errors.")
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "jsonl"]), default="text",
+              show_default=True, help="Format of the report, written to standard error. text: one line when the "
+                                      "checks pass, the full report when they fail; jsonl: the JSON report on one "
+                                      "line, for log shippers.")
+@click.option("-v", "--verbose", is_flag=True, help="With text: the full report even when the checks pass.")
+@click.option("-q", "--quiet", is_flag=True, help="In a full report, only failures, warnings and errors.")
 @click.option("--warn-only", is_flag=True, help="Start the command even when checks fail (the report still says so).")
 @click.option("--retry-timeout", default="0", show_default=True, metavar="DURATION",
               help="Keep checking until they pass or this much time has gone (30s, 5m): for a GPU or driver that "
@@ -486,16 +521,19 @@ def completion(shell) -> int:
               metavar="N", help="Exit with N when the checks keep COMMAND from starting (78 is EX_CONFIG), so a "
                                 "job controller can tell an unfit node from a crashed script.")
 @click.option("--termination-log", default="/dev/termination-log", show_default=True, metavar="FILE",
+              shell_complete=_complete_files,
               help="When the checks keep COMMAND from starting, write the reason as one line here if the file "
                    "exists and is writable (Kubernetes' terminationMessagePath).")
+@declare(KEEP)
 @check_options(PROBE, consume=_names(CHECK))
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec_command(options, output_format, quiet, warn_only, retry_timeout, sleep, fail_exit_code, termination_log,
-                 command) -> int:
+def exec_command(options, output_format, verbose, quiet, warn_only, retry_timeout, sleep, fail_exit_code,
+                 termination_log, report_dir, syslog, command) -> int:
     """Run the checks, then replace preflight with COMMAND (as a container ENTRYPOINT: preflight exec -- CMD...).
 
     \b
-    The report goes to standard error. When the checks fail, COMMAND does not
+    The report goes to standard error: one line when the checks pass (--verbose:
+    all of it), the full report when they fail. When they fail, COMMAND does not
     start (unless --warn-only): preflight exits 78 (--fail-exit-code) and writes
     the reason to /dev/termination-log when it exists (Kubernetes). Otherwise
     COMMAND takes over this process (same PID, signals and exit status). Extra
@@ -508,39 +546,60 @@ def exec_command(options, output_format, quiet, warn_only, retry_timeout, sleep,
 
     return run.main(options, command, _shown(output_format, quiet=quiet), warn_only,
                     _duration("--retry-timeout", retry_timeout), _duration("--sleep", sleep), _log, _warn,
-                    fail_exit_code, termination_log)
+                    fail_exit_code, termination_log, verbose, _kept(report_dir, syslog, required=False))
 
 
 @cli.command()
 @declare(check_group("node", "auto"))
+@click.option("--prolog", is_flag=True,
+              help="Run as slurmd's Prolog: call no Slurm command, check the job's GPUs (SLURM_JOB_GPUS, else "
+                   "CUDA_VISIBLE_DEVICES) and what every job shares, exit 1 only for a fault that must stop this job; "
+                   "other GPUs' faults are logged and left to the health program.")
 @click.option("--node", metavar="NAME", help="Slurm node name [default: SLURMD_NODENAME, else the short host name].")
-@click.option("--scontrol", metavar="PATH", help="scontrol to use [default: found in PATH or the usual install folders].")
-@click.option("--slurm-conf", metavar="FILE",
+@click.option("--scontrol", metavar="PATH", shell_complete=_complete_files, help="scontrol to use [default: found in PATH or the usual install folders].")
+@click.option("--slurm-conf", metavar="FILE", shell_complete=_complete_files,
               help="slurm.conf for scontrol [default: SLURM_CONF, else /etc/slurm/slurm.conf, /etc/slurm-llnl/slurm.conf, "
                    "/usr/local/etc/slurm.conf or /opt/slurm/etc/slurm.conf, else scontrol's own].")
 @click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
 @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it.")
+@declare(KEEP)
 @check_options(PROBE, consume=_names(check_group("node", "auto")))
-def slurm(options, node, scontrol, slurm_conf, scontrol_timeout, dry_run) -> int:
-    """Slurm HealthCheckProgram and Prolog: drain this node when checks fail, resume it when they pass.
+def slurm(options, prolog, node, scontrol, slurm_conf, scontrol_timeout, dry_run, report_dir, syslog) -> int:
+    """Slurm HealthCheckProgram (drain a failing node, resume it when it passes) and Prolog (--prolog).
 
     \b
-    Drains with Reason="preflight: <rule-id> <message>"; resumes only nodes
-    whose reason starts with "preflight:". A node whose reason is anyone
-    else's (DOWN, FAIL, MAINT, DRAIN by an administrator) is never drained
-    over or resumed. The profile is node (hardware and driver); train or
-    inference need --python PATH, the job's interpreter. Exit codes:
-    0 checks pass, 1 checks fail (as a Prolog this also makes Slurm requeue
-    the job), 2 bad usage, 4 scontrol missing, failing or not answering,
-    5 unknown: a probe timed out (not NVML), the node is left as it is.
+    Health program: drains with Reason="preflight: <rule-id> <message>";
+    resumes only nodes whose reason starts with "preflight:". A node whose
+    reason is anyone else's (DOWN, FAIL, MAINT, DRAIN by an administrator) is
+    never drained over or resumed. Exit codes: 0 checks pass, 1 checks fail
+    (the node is drained), 2 bad usage, 4 scontrol missing, failing or not
+    answering, 5 unknown: a probe timed out (not NVML) or the site
+    configuration or rules cannot be used; the node is left as it is. slurmd
+    changes nothing on the exit code of a health program: only preflight's
+    own scontrol call drains.
+    \b
+    Prolog (--prolog): calls no Slurm command. Exit codes: 0 the job may start
+    (also when preflight cannot judge: a broken configuration, a probe that
+    timed out, logged), 1 a fault of the job's GPUs or of the whole node:
+    Slurm drains the node ("Prolog error") and requeues the job, 2 bad usage.
+    \b
+    The profile is node (hardware and driver); train or inference need
+    --python PATH, the job's interpreter.
     """
     from preflight.commands import slurm as command
 
     from preflight.slurm import require_job_interpreter
 
     require_job_interpreter(options.profile, options.python)  # before asking scontrol anything
+    kept = _kept(report_dir, syslog, required=False)
+    if prolog:
+        given = [name for name, value in (("--node", node), ("--scontrol", scontrol), ("--slurm-conf", slurm_conf),
+                                          ("--dry-run", dry_run)) if value]
+        if given:
+            raise click.UsageError("--prolog calls no Slurm command: %s do not apply" % ", ".join(given))
+        return command.prolog(options, _log, _warn, kept)
     return command.main(options, node, scontrol, slurm_conf, _duration("--scontrol-timeout", scontrol_timeout),
-                        dry_run, _log, _warn)
+                        dry_run, _log, _warn, kept)
 
 
 @cli.group("config")
@@ -558,7 +617,7 @@ def config_group() -> None:
 @click.option("--feature", "features", multiple=True, metavar="NAME", help="Slurm node features to match (repeatable).")
 @click.option("--command", "for_command", type=click.Choice(["check", "exec", "slurm"]), default="check",
               show_default=True, help="Whose built-in defaults to show (slurm: profile node, --expect-gpus auto).")
-@click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE",
+@click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=_complete_files,
               help="GPU names from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
 @click.option("--format", "output_format", type=click.Choice(format_names("config")), default="text", show_default=True)
 def config_show(config, host, gpus, partitions, features, for_command, nvml_fixture, output_format) -> int:
@@ -575,6 +634,21 @@ def config_show(config, host, gpus, partitions, features, for_command, nvml_fixt
     options = CheckOptions(profile="node" if slurm else "train", expect_gpus="auto" if slurm else None,
                            config=config, nvml_fixture=nvml_fixture, command="config")
     return command.show(options, host, gpus, partitions, features, output_format, click.echo, _warn)
+
+
+@config_group.command("validate")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...", shell_complete=_complete_files)
+def config_validate(files) -> int:
+    """Check whole site configuration files, for a rollout pipeline (like nginx -t or goss validate): every section,
+    whether it matches this host or not: keys, values, selectors, rule ids and settings in set, select and ignore,
+    and rules paths. Each problem is printed with its file and line.
+
+    \b
+    Exit codes: 0 every file is valid, 2 a file is not (each problem named).
+    """
+    from preflight.commands import config as command
+
+    return command.validate(files, click.echo, _warn)
 
 
 def _option_arity(command: click.Command):
@@ -597,8 +671,9 @@ HELP = {
     "completion": ("Print a shell completion script (bash, zsh, fish).", [
         "preflight completion bash",
         "preflight completion fish"]),
-    "config": ("Show the site configuration in effect and where each setting comes from.", [
-        "preflight config show", "preflight config show --host gpu01 --gpu 'NVIDIA H100 80GB HBM3'"]),
+    "config": ("Show or validate the site configuration; where each setting comes from.", [
+        "preflight config show", "preflight config show --host gpu01 --gpu 'NVIDIA H100 80GB HBM3'",
+        "preflight config validate /etc/preflight/config.toml"]),
     "diagnose": ("Name what went wrong in a failed run's log, and how to fix it.", [
         "preflight diagnose train.log", "preflight diagnose --format json runs/exp/train.log"]),
     "exec": ("Check, then run a command in preflight's place (container entrypoints).", [
@@ -617,13 +692,14 @@ HELP = {
         "preflight plan --workload gelan-c --gpu-memory 6GiB --cc 8.6"]),
     "rules": ("List the rules (the defaults plus any --rules).", [
         "preflight rules --profile node", "preflight rules --format markdown"]),
-    "schema": ("Print the JSON Schema of a document preflight writes.", [
+    "schema": ("Print the JSON Schema of a document preflight writes or reads.", [
         "preflight schema", "preflight schema report --output report.schema.json"]),
     "serve": ("Check every interval; serve /healthz, /metrics, /report.", [
         "preflight serve --listen 0.0.0.0:9400 --profile node --interval 5m",
         "preflight serve --profile node --nfd-output /etc/kubernetes/node-feature-discovery/features.d/preflight"]),
     "slurm": ("Slurm health check and prolog: drain a failing node, resume it.", [
-        "preflight slurm", "preflight slurm --dry-run --node gpu01"]),
+        "preflight slurm --report-dir /shared/preflight --syslog", "preflight slurm --dry-run --node gpu01",
+        "preflight slurm --prolog"]),
 }
 for _name, (_summary, _examples) in HELP.items():
     if _name in cli.commands:

@@ -17,7 +17,7 @@ class ExitCode(IntEnum):
     USAGE = 2             # bad usage, a bad input file, or the report could not be written
     INTERNAL = 3          # a bug in preflight
     SLURM_FAILED = 4      # preflight slurm: scontrol missing, failing or not answering
-    SLURM_UNKNOWN = 5     # preflight slurm: a probe timed out; the node was left as it was
+    SLURM_UNKNOWN = 5     # preflight slurm: a probe timed out or the configuration is broken; node left as it was
     EXEC_BLOCKED = 78     # preflight exec: the checks failed, the command was not started (EX_CONFIG; --fail-exit-code)
     CANNOT_RUN = 126      # preflight exec: the command cannot be run
     NOT_FOUND = 127       # preflight exec: the command is not found

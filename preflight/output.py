@@ -42,6 +42,13 @@ def json_text(document) -> str:
     return json.dumps(document, indent=2, allow_nan=False)
 
 
+def json_line(document) -> str:
+    """A JSON document on one line (``--format jsonl``): compact, no NaN, non-ASCII kept as is."""
+    import json
+
+    return json.dumps(document, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
 def emit(text: str, path=None) -> None:
     """Write ``text`` to standard output (``path`` None or ``-``) or to ``path``."""
     if not text.endswith("\n"):

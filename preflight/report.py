@@ -110,6 +110,17 @@ class Report:
         host = self.facts.get("hostname")
         return host if isinstance(host, str) else None
 
+    def summary_line(self) -> str:
+        """``OK: 14 passed, 1 warning (node profile) in 0.31 s on gpu01``: the verdict in one line, for logs."""
+        counts = self.counts()
+        words = (("pass", "passed", "passed"), ("fail", "failed", "failed"), ("warn", "warning", "warnings"),
+                 ("error", "unknown", "unknown"), ("skip", "skipped", "skipped"))
+        said = ", ".join("%d %s" % (counts[key], one if counts[key] == 1 else many)
+                         for key, one, many in words if counts[key] or key == "pass")
+        return "%s: %s (%s profile%s) in %.2f s on %s" % (
+            "OK" if self.ok else "FAILED", said, self.profile, ", strict" if self.strict else "", self.seconds,
+            self.host or "unknown host")
+
     def inventory(self) -> Dict[str, Any]:
         from preflight import inventory
 

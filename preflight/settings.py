@@ -27,6 +27,7 @@ class Setting(NamedTuple):
     multiple: bool = False  # a list: repeated or comma-separated on the command line, a list in the file
     example: str = ""  # a value that works, for messages
     accumulates: bool = False  # the file's items and the command line's both apply (set, rules); else it replaces
+    schema: Optional[Callable[[], Dict[str, Any]]] = None  # its JSON Schema in the configuration; None: strings
 
     def read(self, value: Any, where: str = "") -> Any:
         """The parsed value; PreflightError naming ``where`` (the flag, or the file's place) when it is wrong."""
@@ -108,10 +109,40 @@ def _facts_from(value: Any) -> str:
     return value
 
 
+def string_or_strings() -> Dict[str, Any]:
+    return {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+
+
+def _profile_schema() -> Dict[str, Any]:
+    from preflight.engine.model import PROFILES
+
+    return {"enum": list(PROFILES)}
+
+
+def _expect_gpus_schema() -> Dict[str, Any]:
+    return {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\s*(auto|[0-9]+)\s*$"}]}
+
+
+def _timeout_schema() -> Dict[str, Any]:
+    return {"oneOf": [{"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT}, {"type": "string"}],
+            "description": "seconds, or a duration such as \"30s\"; more than 0 and at most %d seconds" % MAX_TIMEOUT}
+
+
+def _settings_schema() -> Dict[str, Any]:
+    item = {"type": "string", "pattern": r"^[^=]*\.[^=]*="}
+    return {"oneOf": [item, {"type": "array", "items": item}], "description": "RULE.KEY=VALUE"}
+
+
+def _facts_from_schema() -> Dict[str, Any]:
+    from preflight.diagnose.whose_facts import MODES
+
+    return {"enum": list(MODES)}
+
+
 SETTINGS: Dict[str, Setting] = {s.key: s for s in [
     Setting("profile", "profile", "--profile", "NAME",
             "train and inference check the job's environment; node checks hardware and driver only.", _profile,
-            example="--profile node"),
+            example="--profile node", schema=_profile_schema),
     Setting("select", "select", "--select", "ID",
             "Run only these rules: an id or a dotted prefix (gpu selects gpu.*); repeatable or comma-separated.",
             _selectors, multiple=True, example="--select gpu,driver"),
@@ -120,18 +151,20 @@ SETTINGS: Dict[str, Setting] = {s.key: s for s in [
             example="--ignore gpu.nvlink"),
     Setting("expect_gpus", "expect_gpus", "--expect-gpus", "N|auto",
             "The GPUs this node or job must have: fewer fails, more warns; 0 means not a GPU node (GPU checks "
-            "skipped).", _expect_gpus, example="--expect-gpus 8 on an 8-GPU node; auto takes the count from Slurm"),
+            "skipped).", _expect_gpus, example="--expect-gpus 8 on an 8-GPU node; auto takes the count from Slurm",
+            schema=_expect_gpus_schema),
     Setting("timeout", "timeout", "--timeout", "SECONDS",
             "Deadline for all probing (10, 30s); a probe that has not answered by then is reported unknown.",
-            _timeout, example="--timeout 10 (probing takes well under a second)"),
+            _timeout, example="--timeout 10 (probing takes well under a second)", schema=_timeout_schema),
     Setting("set", "settings", "--set", "RULE.KEY=VALUE",
             "Change a threshold without editing files, e.g. --set driver.version.min=535 --set gpu.memory.min=24GB.",
-            _settings, multiple=True, example='set = ["driver.version.min=550"]', accumulates=True),
+            _settings, multiple=True, example='set = ["driver.version.min=550"]', accumulates=True,
+            schema=_settings_schema),
     Setting("rules", "rules_paths", "--rules", "PATH",
             "Add or override rules from a .toml file or a folder of them (repeatable).", _strings, multiple=True,
             example="--rules site-rules.toml", accumulates=True),
     Setting("facts_from", "facts_from", "--facts-from", "auto|machine|log",
             "diagnose: whose facts make fixes concrete: auto uses this machine's unless the log contradicts them "
             "(another host, OS, Python, torch, GPU or driver), machine always, log never (--no-facts).", _facts_from,
-            example="--facts-from log (a helpdesk reading users' logs)"),
+            example="--facts-from log (a helpdesk reading users' logs)", schema=_facts_from_schema),
 ]}

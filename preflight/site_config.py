@@ -34,6 +34,25 @@ class ConfigError(PreflightError):
     """The site configuration cannot be read or says something preflight cannot use (exit 2)."""
 
 
+class ConfigErrors(ConfigError):
+    """Every problem found in one configuration file, each with its place (file:LINE), in file order."""
+
+    def __init__(self, errors: Sequence[ConfigError]) -> None:
+        self.errors = list(errors)
+        super().__init__("%d problems:\n%s" % (len(self.errors), "\n".join(str(error) for error in self.errors)))
+
+
+def combined(errors: Sequence[ConfigError]) -> Optional[ConfigError]:
+    """One error for several: the error itself when there is one, None when there is none."""
+    if not errors:
+        return None
+    return errors[0] if len(errors) == 1 else ConfigErrors(errors)
+
+
+def each(error: ConfigError) -> List[ConfigError]:
+    return list(error.errors) if isinstance(error, ConfigErrors) else [error]
+
+
 class UnsafeConfig(ConfigError):
     """Users other than the file's owner could change the site configuration (what a node is admitted on)."""
 
@@ -154,11 +173,36 @@ def _build(path: str, data: Dict[str, Any], text: str) -> Config:
     matches = data.get("match", [])
     if not isinstance(matches, list) or not all(isinstance(m, dict) for m in matches):
         raise _ConfigEntry(data, path, (), "top level", lines).error("must be tables: [[match]]", key="match")
-    sections = [_section(_ConfigEntry(data.get("defaults", {}), path, ("defaults",), "[defaults]", lines), False)]
-    for number, table in enumerate(matches, 1):
-        entry = _ConfigEntry(table, path, ("match", number - 1), "[[match]] %d" % number, lines)
-        sections.append(_section(entry, True))
+    # Every section is checked, whether it matches this host or not: a typo in a section for other nodes must be
+    # found where the file is written, not on the node it breaks.
+    entries = [(_ConfigEntry(data.get("defaults", {}), path, ("defaults",), "[defaults]", lines), False)]
+    entries += [(_ConfigEntry(table, path, ("match", number - 1), "[[match]] %d" % number, lines), True)
+                for number, table in enumerate(matches, 1)]
+    sections, errors = [], []
+    for entry, selectors_allowed in entries:
+        try:
+            section = _section(entry, selectors_allowed)
+        except ConfigError as exc:
+            errors.append(exc)
+            continue
+        sections.append(section)
+        errors += _missing_rule_paths(path, section)
+    error = combined(errors)
+    if error is not None:
+        raise error
     return Config(path, tuple(sections))
+
+
+def rule_path(config_path: str, path: str) -> str:
+    """A ``rules`` path as given, relative to the configuration file's folder."""
+    return os.path.join(os.path.dirname(os.path.abspath(config_path)), path)
+
+
+def _missing_rule_paths(config_path: str, section: Section) -> List[ConfigError]:
+    origin = section.origin(config_path, "rules")
+    return [ConfigError("%s: %s: no such file or folder" % (origin.location, path),
+                        "a relative path is relative to the configuration file's folder")
+            for path in section.settings.get("rules", ()) if not os.path.exists(rule_path(config_path, path))]
 
 
 def _section(entry: _ConfigEntry, selectors_allowed: bool) -> Section:
@@ -246,7 +290,6 @@ def effective(config: Config, target: Target) -> Effective:
     set_items: Dict[str, Tuple[str, Origin]] = {}
     rules: List[Tuple[str, Origin]] = []
     applied = config.matching(target)
-    folder = os.path.dirname(os.path.abspath(config.path)) if config.path else ""
     for section, why_not in applied:
         if why_not:
             continue
@@ -256,15 +299,25 @@ def effective(config: Config, target: Target) -> Effective:
                 for item in value:
                     set_items[item.partition("=")[0].strip()] = (item, origin)
             elif key == "rules":
-                rules.extend((os.path.join(folder, path), origin) for path in value)
+                rules.extend((rule_path(config.path or "", path), origin) for path in value)
             else:
                 values[key] = value
                 origins[key] = origin
     return Effective(values, origins, list(set_items.values()), rules, applied)
 
 
-def check_rule_paths(settings: Effective) -> None:
-    for path, origin in settings.rules:
-        if not os.path.exists(path):
-            raise ConfigError("%s: %s: no such file or folder" % (origin.location, path),
-                              "a relative path is relative to the configuration file's folder")
+def json_schema() -> Dict[str, Any]:
+    """The configuration file as JSON Schema (its TOML read as JSON): what ``preflight config validate`` checks
+    structurally; rule ids and their settings are checked against the rules, which a schema cannot know."""
+    from preflight.settings import string_or_strings
+
+    settings = {key: dict(setting.schema() if setting.schema else string_or_strings(), description=setting.help)
+                for key, setting in DECLARED.items()}
+    selectors = {key: dict(string_or_strings(), description=description) for key, description in (
+        ("hosts", "globs on the short host name"), ("gpus", "globs on a GPU's product name"),
+        ("partitions", "globs on the node's Slurm partitions"), ("features", "globs on the node's Slurm features"))}
+    match = {"type": "object", "properties": dict(settings, **selectors), "additionalProperties": False,
+             "anyOf": [{"required": [key]} for key in SELECTORS]}
+    return {"type": "object", "additionalProperties": False, "properties": {
+        "defaults": {"type": "object", "properties": settings, "additionalProperties": False},
+        "match": {"type": "array", "items": match}}}

@@ -342,3 +342,48 @@ def admit(failures: List[Result], scontrol: Scontrol, node: str, dry_run: bool =
         lines.append("the cache folder is off, so this drain is not recorded: preflight will not resume %s itself "
                      "(scontrol update NodeName=%s State=RESUME)" % (node, node))
     return lines
+
+
+# --- the prolog: the job's GPUs, from the environment Slurm gives it ------------------------------------------
+
+JOB_GPU_VARIABLES = ("SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES")
+
+
+def job_gpus(environ) -> Tuple[Optional[Tuple[int, ...]], str]:
+    """(the node-level indices of the job's GPUs, the variable that said so); (None, why) when the job has none.
+
+    Slurm gives a prolog SLURM_JOB_GPUS ("0,1") and, with GPU Gres, CUDA_VISIBLE_DEVICES: both number the
+    node's GPUs as gres.conf does, which with AutoDetect=nvml is NVML's order (by PCI bus id)."""
+    for variable in JOB_GPU_VARIABLES:
+        text = (environ.get(variable) or "").strip()
+        if not text:
+            continue
+        indices: List[int] = []
+        for part in text.split(","):
+            first, dash, last = part.strip().partition("-")
+            if not (first.isdigit() and (not dash or last.isdigit())):
+                break  # UUIDs or MIG names: not indices preflight can map without NVML
+            indices.extend(range(int(first), int(last) + 1) if dash else [int(first)])
+        else:
+            return tuple(sorted(set(indices))), variable
+    return None, "neither %s is set: the job has no GPU" % " nor ".join(JOB_GPU_VARIABLES)
+
+
+def subject_gpu(subject: str) -> Optional[int]:
+    """The GPU index of a result's subject (``gpu3`` -> 3); None for ``system``."""
+    return int(subject[3:]) if subject.startswith("gpu") and subject[3:].isdigit() else None
+
+
+class whole_machine:
+    """Within it, CUDA_VISIBLE_DEVICES is unset, so the probes see every GPU of the node, not only the job's."""
+
+    def __init__(self, environ) -> None:
+        self.environ = environ
+        self.saved: Optional[str] = None
+
+    def __enter__(self) -> None:
+        self.saved = self.environ.pop("CUDA_VISIBLE_DEVICES", None)
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is not None:
+            self.environ["CUDA_VISIBLE_DEVICES"] = self.saved

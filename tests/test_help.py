@@ -77,3 +77,69 @@ def test_bash_completes_through_the_loaded_script():
 def test_the_readme_says_why_there_is_no_man_page():
     readme = (REPO / "README.md").read_text()
     assert "man page" in readme
+
+
+def _interactive_bash_completes(tmp_path, typed: str, timeout: float = 20.0) -> str:
+    """Type ``typed`` and a TAB into a real interactive bash that loaded 'preflight completion bash'; return the
+    line as bash shows it after completing."""
+    import pty
+    import select
+    import time
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("SKIPPED LOUDLY: no bash here to complete in")
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir(exist_ok=True)
+    wrapper = bin_folder / "preflight"  # the completion script runs `preflight` as a program, as an install does
+    wrapper.write_text('#!/bin/sh\nexec %s -m preflight "$@"\n' % sys.executable)
+    wrapper.chmod(0o755)
+    env = clean_env({"PATH": "%s:%s" % (bin_folder, os.environ.get("PATH", "")), "PS1": "READY$ ", "TERM": "dumb",
+                     "INPUTRC": "/dev/null", "PYTHONPATH": str(REPO)})
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: an interactive bash in tmp_path
+        os.chdir(str(tmp_path))
+        os.execve(bash, [bash, "--norc", "--noprofile", "-i"], env)
+    seen = b""
+
+    def read_until(marker: bytes, seconds: float) -> bytes:
+        nonlocal seen
+        deadline = time.monotonic() + seconds
+        while marker not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([terminal], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(terminal, 65536)
+                except OSError:
+                    break
+        return seen
+
+    try:
+        os.write(terminal, b'eval "$(preflight completion bash)"; echo LOADED\n')
+        read_until(b"LOADED\r\n", timeout)
+        seen = b""
+        os.write(terminal, typed.encode() + b"\t")
+        time.sleep(0.3)
+        read_until(b"\x07NEVER", 3.0)  # whatever bash writes back within a few seconds
+        return seen.decode("utf-8", "replace")
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        os.close(terminal)
+
+
+@pytest.mark.parametrize("typed, completed", [
+    ("preflight diagnose tra", "preflight diagnose train.log"),
+    ("preflight check --config sit", "preflight check --config site.toml"),
+    ("preflight check --nvml-fixture recor", "preflight check --nvml-fixture recording.json"),
+    ("preflight fleet repor", "preflight fleet reports/"),
+    ("preflight config validate sit", "preflight config validate site.toml"),
+    ("preflight slurm --report-dir repor", "preflight slurm --report-dir reports/"),
+])
+def test_paths_complete_in_a_real_interactive_bash(tmp_path, typed, completed):
+    (tmp_path / "train.log").write_text("x\n")
+    (tmp_path / "site.toml").write_text("[defaults]\n")
+    (tmp_path / "recording.json").write_text("{}\n")
+    (tmp_path / "reports").mkdir()
+    shown = _interactive_bash_completes(tmp_path, typed)
+    assert completed in shown, repr(shown)

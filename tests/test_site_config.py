@@ -132,7 +132,7 @@ def test_slurm_job_profile_from_the_file_still_needs_the_interpreter(tmp_path):
     config = write(tmp_path, '[defaults]\nprofile = "train"\n')
     completed = run_cli("slurm", "--config", config, "--nvml-fixture", H200, "--scontrol",
                         str(fake_scontrol(tmp_path / "s")), "--node", "n1")
-    assert completed.returncode == 2
+    assert completed.returncode == 5  # the configuration cannot be used: unknown, the node left as it is
     assert "--profile train (from %s:2 [defaults]) checks a job's Python environment" % config in completed.stderr
     assert not [c for c in calls(tmp_path / "s") if c.startswith("update")]
 
@@ -174,10 +174,18 @@ def test_exec_reads_the_file(tmp_path):
 def test_a_bad_file_is_a_usage_error_naming_file_line_and_key(tmp_path, text, where, problem):
     path = tmp_path / "site.toml"
     path.write_bytes(text.encode("latin-1"))
-    for argv in (["check", "--nvml-fixture", H200], ["config", "show", "--gpu", "x"],
-                 ["slurm", "--nvml-fixture", H200, "--scontrol", str(fake_scontrol(tmp_path / "s")), "--node", "n1"]):
-        completed = run_cli(*argv, "--config", str(path))
-        assert completed.returncode == 2, (argv, completed.stderr)
+    for argv in (["check", "--nvml-fixture", H200], ["config", "show", "--gpu", "x"], ["config", "validate"],
+                 ["slurm", "--nvml-fixture", H200, "--scontrol", str(fake_scontrol(tmp_path / "s")), "--node", "n1"],
+                 ["slurm", "--prolog", "--nvml-fixture", H200]):
+        if argv == ["config", "validate"]:
+            completed = run_cli(*argv, str(path))
+            completed.stderr += completed.stdout  # validate lists the problems on standard output
+        else:
+            completed = run_cli(*argv, "--config", str(path))
+        # Under Slurm a broken configuration is never a verdict: the health program leaves the node as it is
+        # (5, unknown) and the prolog lets the job start (0); both say where the file is wrong.
+        expected = 5 if argv[0] == "slurm" and "--prolog" not in argv else 0 if "--prolog" in argv else 2
+        assert completed.returncode == expected, (argv, completed.stderr)
         assert "%s%s" % (path, where) in completed.stderr and problem in completed.stderr, (argv, completed.stderr)
         assert "Traceback" not in completed.stderr
     assert not [c for c in calls(tmp_path / "s") if c.startswith("update")]
@@ -252,7 +260,7 @@ def test_a_configuration_others_could_change_is_refused_by_admission_and_warned_
                     ["serve", "--listen", "127.0.0.1:0"]):
         args = command + ["--config", config, "--nvml-fixture", H200] + (["--", "true"] if command == ["exec"] else [])
         completed = run_cli(*args)
-        assert completed.returncode == 2, (command, completed.stderr)
+        assert completed.returncode == (5 if command[0] == "slurm" else 2), (command, completed.stderr)
         assert problem in completed.stderr and "does not act on a configuration others could change" \
             in completed.stderr, completed.stderr
         assert "chmod 644" in completed.stderr

@@ -179,6 +179,8 @@ MISSING = [b for b in SLURM_BINARIES if not shutil.which(b, path=os.environ.get(
 
 SLURM_CONF = """ClusterName=ci
 SlurmctldHost=localhost
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -203,6 +205,7 @@ ReturnToService=1
 HealthCheckProgram={root}/health-check
 HealthCheckInterval=1
 HealthCheckNodeState=ANY
+Prolog={root}/prolog
 {gres_types}
 NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 {gres} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
@@ -211,6 +214,22 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
 def _sbin(name):
     return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now: the cluster must not take 6817/6818 from another Slurm on the machine."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def scaled(seconds: float) -> float:
+    """A wait stretched by the machine's load: on a busy 2-core machine slurmd registers and runs checks late."""
+    try:
+        load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        load = 1.0
+    return seconds * min(max(1.0, load), 4.0)
 
 
 class Cluster:
@@ -230,7 +249,8 @@ class Cluster:
         subprocess.run([_sbin("mungekey"), "--create", "--keyfile=%s/munge/munge.key" % self.root], check=True,
                        capture_output=True)
         gres = {"gres_types": "GresTypes=gpu" if self.gpus else "", "gres": "Gres=gpu:%d" % self.gpus if self.gpus else ""}
-        self.conf.write_text(SLURM_CONF.format(root=self.root, node=NODE, cpus=os.cpu_count(), **gres))
+        self.conf.write_text(SLURM_CONF.format(root=self.root, node=NODE, cpus=os.cpu_count(), ctld_port=free_port(),
+                                               slurmd_port=free_port(), **gres))
         if self.gpus:  # stand-in device files: slurmd counts what gres.conf lists, as on a real GPU node
             devices = self.root / "dev"
             devices.mkdir()
@@ -253,6 +273,23 @@ class Cluster:
         now.write_text("#!/bin/sh\nexec %s -m preflight slurm --nvml-fixture \"$(cat %s/fixture)\" "
                        "--slurm-conf %s $(cat %s/extra) 2>&1\n" % (sys.executable, self.root, self.conf, self.root))
         now.chmod(0o755)
+        # The prolog, as slurmd runs it, with an scontrol first in PATH that only records calls: --prolog must
+        # make none. Its own fixture and extra options (files prolog-fixture, prolog-extra).
+        fake_bin = self.root / "fake-bin"
+        fake_bin.mkdir()
+        (fake_bin / "scontrol").write_text("#!/bin/sh\necho \"$*\" >> %s/prolog-scontrol-calls\nexit 1\n" % self.root)
+        (fake_bin / "scontrol").chmod(0o755)
+        (self.root / "prolog-fixture").write_text(H200)
+        self.set_prolog_extra()
+        prolog = self.root / "prolog"
+        prolog.write_text("#!/bin/sh\nexport PATH=%s:/usr/bin:/bin PREFLIGHT_CACHE_DIR=%s/cache\n"
+                          "echo \"== job $SLURM_JOB_ID SLURM_JOB_GPUS=$SLURM_JOB_GPUS\" >> %s/prolog.log\n"
+                          "%s -m preflight slurm --prolog --nvml-fixture \"$(cat %s/prolog-fixture)\" "
+                          "$(cat %s/prolog-extra) >> %s/prolog.log 2>&1\n"
+                          "code=$?\necho \"== exit $code\" >> %s/prolog.log\nexit $code\n"
+                          % (fake_bin, self.root, self.root, sys.executable, self.root, self.root, self.root,
+                             self.root))
+        prolog.chmod(0o755)
         munge = self.root / "munge"
         self._spawn([_sbin("munged"), "-F", "--key-file=%s/munge.key" % munge, "--socket=%s/munge.socket.2" % munge,
                      "--pid-file=%s/munged.pid" % munge, "--log-file=%s/munged.log" % munge,
@@ -277,13 +314,15 @@ class Cluster:
                 process.wait(5)
 
     def _wait(self, condition, seconds: float, what: str):
+        seconds = scaled(seconds)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             value = condition()
             if value:
                 return value
             time.sleep(0.25)
-        raise AssertionError("timed out waiting for %s; health log:\n%s" % (what, self.health_log()[-3000:]))
+        raise AssertionError("timed out after %.0f s waiting for %s; health log:\n%s" % (
+            seconds, what, self.health_log()[-3000:]))
 
     def run(self, *argv) -> str:
         return subprocess.run(list(argv), capture_output=True, text=True, env=self.env, timeout=30).stdout
@@ -322,6 +361,24 @@ class Cluster:
 
     def set_fixture(self, path: str) -> None:
         (self.root / "fixture").write_text(path)
+
+    def set_prolog_extra(self, *args: str) -> None:
+        (self.root / "prolog-extra").write_text(" ".join(args))
+
+    def prolog_log(self) -> str:
+        path = self.root / "prolog.log"
+        return path.read_text() if path.exists() else ""
+
+    def prolog_scontrol_calls(self) -> str:
+        path = self.root / "prolog-scontrol-calls"
+        return path.read_text() if path.exists() else ""
+
+    def run_job(self, *sbatch_args: str, seconds: float = 60) -> str:
+        """Submit a job, wait until it has left the queue; return its id."""
+        submitted = self.run("sbatch", *sbatch_args, "-o", str(self.root / "job-%j.out"), "--wrap", "hostname")
+        job = re.search(r"Submitted batch job (\d+)", submitted).group(1)
+        self._wait(lambda: not self.run("squeue", "-h", "-j", job).strip(), seconds, "job %s to leave the queue" % job)
+        return job
 
     def health_log(self) -> str:
         path = self.root / "health.log"
@@ -645,3 +702,85 @@ def test_real_slurm_default_profile_keeps_a_healthy_node_without_torch(cluster):
     assert "checks pass" in said and "torch" not in said, said
     state, reason = cluster.node()
     assert "DRAIN" not in state and reason is None
+
+
+# --- a rollout: a broken configuration is never a verdict, reports are kept, the prolog calls no Slurm command -----
+
+TYPO_ELSEWHERE = """[defaults]
+profile = "node"
+
+[[match]]
+hosts = ["gpu-a*"]
+set = ["gpu.memroy.min=80GB"]
+"""
+
+
+def test_real_slurm_a_typo_for_other_hosts_never_drains_and_is_caught_by_validate(cluster, tmp_path):
+    config = tmp_path / "site.toml"
+    config.write_text(TYPO_ELSEWHERE)
+    where = "%s:6: [[match]] 1: set: gpu.memroy.min=80GB: unknown rule id 'gpu.memroy'" % config
+    # Where the file is written: config validate and check both name it.
+    validated = run_cli("config", "validate", str(config))
+    assert validated.returncode == 2 and where in validated.stdout, validated.stdout
+    checked = run_cli("check", "--config", str(config), "--nvml-fixture", H200)
+    assert checked.returncode == 2 and where in checked.stderr, checked.stderr
+    cluster.set_extra("--config", str(config))
+    cluster.set_prolog_extra("--config", str(config))
+    try:
+        # A healthy node stays in service; the health program says loudly why admission is not running.
+        cluster.set_fixture(H200)
+        log = cluster.health_runs(2)
+        assert "UNKNOWN: the site configuration or rules cannot be used" in log and where in log, log
+        assert "DRAIN" not in cluster.node()[0]
+        # A faulty node is left as it was (no drain on a verdict preflight could not reach).
+        cluster.set_fixture(A100X2)
+        log = cluster.health_runs(2)
+        assert where in log and "drain" not in log.lower().replace("admission is not running", ""), log
+        state, reason = cluster.node()
+        assert "DRAIN" not in state and reason is None, (state, reason)
+        # A job starts: the prolog exits 0 and logs; Slurm never drains the node for "Prolog error".
+        cluster.set_fixture(H200)
+        job = cluster.run_job()
+        assert (cluster.root / ("job-%s.out" % job)).read_text().strip() == NODE
+        prolog = cluster.prolog_log()
+        assert "prolog job %s: UNKNOWN: the site configuration or rules cannot be used" % job in prolog, prolog
+        assert where in prolog and "== exit 0" in prolog, prolog
+        state, reason = cluster.node()
+        assert "DRAIN" not in state and reason is None, (state, reason)
+    finally:
+        cluster.set_extra()
+        cluster.set_prolog_extra()
+        cluster.set_fixture(H200)
+    assert not cluster.prolog_scontrol_calls()
+
+
+def test_real_slurm_reports_fill_the_folder_fleet_reads(cluster, tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    cluster.set_fixture(H200)
+    cluster.set_extra("--report-dir", str(reports))
+    try:
+        cluster.health_runs(1)
+    finally:
+        cluster.set_extra()
+    kept = reports / ("%s.json" % NODE)
+    assert kept.exists(), list(reports.iterdir())
+    import json
+
+    report = json.loads(kept.read_text())
+    assert report["schema"] == "preflight.report/1" and report["ok"] and report["collected_at"]
+    assert not [p for p in reports.iterdir() if p.name != kept.name]  # no temporary left behind
+    fleet = run_cli("fleet", str(reports), "--format", "json")
+    assert fleet.returncode == 0, fleet.stderr
+    nodes = json.loads(fleet.stdout)
+    assert NODE in json.dumps(nodes), fleet.stdout[:2000]
+
+
+def test_real_slurm_prolog_calls_no_scontrol_and_says_which_gpus(cluster):
+    cluster.set_fixture(H200)
+    cluster.wait_node(lambda s, r: not admission.out_of_service(s), 60, "the node to be in service")
+    job = cluster.run_job()
+    prolog = cluster.prolog_log()
+    assert "prolog job %s: no GPU of 1 (neither SLURM_JOB_GPUS nor CUDA_VISIBLE_DEVICES is set: the job has no " \
+           "GPU): OK" % job in prolog, prolog
+    assert not cluster.prolog_scontrol_calls(), cluster.prolog_scontrol_calls()

@@ -25,3 +25,17 @@ def test_real_slurm_a_node_short_of_its_gres_gpus_drains(cluster):
         assert reason is None
     finally:
         cluster.set_extra()
+
+
+def test_real_slurm_prolog_checks_the_jobs_gpus_and_calls_no_scontrol(cluster):
+    cluster.set_fixture(H200)
+    cluster.set_extra("--expect-gpus", "1")  # one GPU of the two taken out for repair: the node serves
+    try:
+        cluster.wait_node(lambda state, reason: "DRAIN" not in state, 60, "the node to be in service")
+        job = cluster.run_job("--gres=gpu:1")
+    finally:
+        cluster.set_extra()
+    prolog = cluster.prolog_log()
+    assert "== job %s SLURM_JOB_GPUS=0" % job in prolog, prolog
+    assert "prolog job %s: GPUs 0 of 1, from SLURM_JOB_GPUS: OK" % job in prolog, prolog
+    assert not cluster.prolog_scontrol_calls(), cluster.prolog_scontrol_calls()

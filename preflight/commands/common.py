@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from preflight.commands.options import CheckOptions
+from preflight.errors import PreflightError
 from preflight.engine import loader
 from preflight.facts import collect
 
@@ -53,3 +54,43 @@ def snapshot(options: CheckOptions, probes: Set[str], packages: List[Dict[str, A
         return snapshot_file.load(options.facts_file), "file %s" % options.facts_file
     facts = collect.collect(probes, collect_options(options, packages), reuse)
     return facts, facts["source"]
+
+
+class Keep(NamedTuple):
+    """Where a run's verdict is kept besides its output: --report-dir DIR (HOST.json), --syslog (one line)."""
+
+    report_dir: Optional[str] = None
+    syslog: bool = False
+    required: bool = True  # a report that cannot be written is an error (check); else a warning (exec, slurm)
+
+
+def keep(report, kept: Keep, warn: Warn = None, host: Optional[str] = None, line: Optional[str] = None,
+         severity: Optional[str] = None) -> None:
+    """Write the report to ``--report-dir`` as HOST.json (``host``: the Slurm node name; else the report's) and
+    send ``line`` (else the report's summary) to syslog."""
+    if kept.report_dir:
+        from preflight import kept_reports
+        from preflight.output import json_text
+
+        try:
+            kept_reports.write(kept.report_dir, host or report.host or _short_host(), json_text(report.to_json()))
+        except PreflightError as exc:
+            if kept.required:
+                raise
+            if warn:
+                warn("the report was not kept: %s" % exc.message)
+    keep_line(kept, line or "preflight: %s" % report.summary_line(), severity or ("info" if report.ok else "error"),
+              warn)
+
+
+def keep_line(kept: Keep, line: str, severity: str, warn: Warn = None) -> None:
+    if kept.syslog:
+        from preflight import kept_reports
+
+        kept_reports.syslog(line, severity, warn)
+
+
+def _short_host() -> str:
+    import socket
+
+    return socket.gethostname().split(".")[0]

@@ -1,4 +1,4 @@
-"""preflight config show: the settings in effect on a host, and where each came from."""
+"""preflight config show: the settings in effect on a host, and where each came from; config validate: whole files."""
 
 from __future__ import annotations
 
@@ -39,3 +39,38 @@ def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partit
 
     echo(formats.render("config", document, output_format))
     return 0
+
+
+def validate(paths: Sequence[str], echo: Callable[[str], None], warn=None) -> int:
+    """Check whole configuration files, every section whether it would match here or not, for a rollout pipeline
+    (like ``nginx -t``): each problem with its file and line; exit 0 when every file is good, 2 otherwise."""
+    from preflight.commands import common
+    from preflight.engine.model import PROFILES
+    from preflight.errors import ExitCode, PreflightError
+
+    bad = 0
+    for path in paths:
+        found: list = []
+        try:
+            problem = site_config.permission_problem(path)
+            if problem and warn:
+                warn("%s: %s (preflight slurm, exec and serve refuse it)" % (path, problem))
+            config = site_config.load(path)
+            rules = [site_config.rule_path(path, rule) for section in config.sections
+                     for rule in section.settings.get("rules", ())]
+            ruleset = common.load_rules(rules, None)
+            found = site.problems(config, ruleset, PROFILES)
+        except site_config.ConfigError as exc:
+            found = site_config.each(exc)
+        except PreflightError as exc:  # a rule file the configuration names, or the file cannot be read
+            found = [site_config.ConfigError(exc.message, exc.hint)]
+        if found:
+            bad += 1
+            for error in found:
+                echo(str(error))
+        else:
+            matches = len(config.sections) - 1
+            echo("%s: ok ([defaults] and %d [[match]] section%s)" % (path, matches, "" if matches == 1 else "s"))
+    if bad:
+        echo("%d of %d configuration file%s invalid" % (bad, len(paths), "" if len(paths) == 1 else "s"))
+    return ExitCode.USAGE if bad else ExitCode.OK

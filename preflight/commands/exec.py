@@ -14,7 +14,8 @@ from preflight.errors import ExitCode
 
 def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, warn_only: bool, retry_timeout: float,
          sleep: float, log: Callable[[str], None], warn: common.Warn = None,
-         fail_exit_code: int = ExitCode.EXEC_BLOCKED, termination_log: str = entrypoint.TERMINATION_LOG) -> int:
+         fail_exit_code: int = ExitCode.EXEC_BLOCKED, termination_log: str = entrypoint.TERMINATION_LOG,
+         verbose: bool = False, kept: common.Keep = common.Keep(required=False)) -> int:
     """Exit code: the command's own once it runs; ``fail_exit_code`` (78) when the checks keep it from starting;
     126/127 when it cannot start."""
     if entrypoint.skip_requested(os.environ):
@@ -23,7 +24,12 @@ def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, wa
     report = entrypoint.check_until(lambda: pipeline.check(options, warn), retry_timeout, sleep, log)
     from preflight.render import formats
 
-    log(formats.render("report", report, shown.format, quiet=shown.quiet, color=shown.colored(sys.stderr), show_exit=False))
+    common.keep(report, kept, warn)
+    if shown.format == "text" and report.ok and not verbose:
+        log("preflight: %s; starting %s" % (report.summary_line(), command[0]))  # a passing gate is one line
+    else:
+        log(formats.render("report", report, shown.format, quiet=shown.quiet, color=shown.colored(sys.stderr),
+                           show_exit=False))
     if not report.ok and not warn_only:
         log("preflight: not starting %s: the checks failed (exit %d)" % (command[0], fail_exit_code))
         entrypoint.write_termination_message(

@@ -18,6 +18,8 @@ DOCUMENTS = {
     "facts": ("preflight.facts/1", "what preflight facts writes (and check --facts reads)",
               "preflight.facts.snapshot:json_schema"),
     "fleet": ("preflight.fleet/1", "what preflight fleet --format json writes", "preflight.render.fleet:json_schema"),
+    "config": ("preflight.config/1", "the site configuration (/etc/preflight/config.toml), its TOML as JSON; "
+               "preflight config validate also checks rule ids and settings", "preflight.site_config:json_schema"),
 }
 NAMES = {name: document[0] for name, document in DOCUMENTS.items()}
 DRAFT = "https://json-schema.org/draft/2020-12/schema"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.commands.options import CheckOptions
 from preflight.errors import PreflightError
@@ -112,7 +112,6 @@ def merged(options: CheckOptions, effective: "site_config.Effective") -> CheckOp
     """The options with what the configuration says for one target, under what the command line set."""
     from preflight import site_config
 
-    site_config.check_rule_paths(effective)
     changes: Dict[str, Any] = {}
     for key, setting in SETTINGS.items():
         if setting.accumulates:  # the file's first, then the command line's
@@ -143,26 +142,51 @@ def machine_gpus(options: CheckOptions):
 
 
 def validate(applied: Applied, ruleset: "loader.RuleSet") -> None:
-    """The configuration's rule ids and settings, checked against the loaded rules, reported at their place in the file."""
-    effective = applied.effective
-    if effective is None:
+    """Every section of the configuration, whether it applies here or not, checked against the rules: the rule ids
+    and settings of ``set``, the ids of ``select`` and ``ignore``; all problems at once, each at its place."""
+    config = applied.config
+    if config is None or not config.sections:
         return
+    from preflight import site_config
+
+    other_rules = [site_config.rule_path(config.path or "", path) for section, why_not in
+                   (applied.effective.applied if applied.effective else []) if why_not
+                   for path in section.settings.get("rules", ())]
+    if other_rules:  # rule files of sections for other nodes may define the ids those sections name
+        from preflight.commands import common
+
+        ruleset = common.load_rules(list(applied.options.rules_paths) + other_rules, None)
+    error = site_config.combined(problems(config, ruleset, (applied.options.profile,)))
+    if error is not None:
+        raise error
+
+
+def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
+             profiles: Sequence[str]) -> "List[site_config.ConfigError]":
+    """What is wrong with the rule ids and settings the configuration's sections name, in file order; a ``set``
+    is checked under the section's own profile, else under each of ``profiles``."""
     from preflight import site_config
     from preflight.engine import selection
 
-    for item, origin in effective.set_items:
-        try:
-            selection.parse_settings(ruleset, [item], applied.options.profile)
-        except PreflightError as exc:
-            raise site_config.ConfigError("%s: %s: %s" % (origin.location, item, exc.message.replace(
-                "--set %s: " % item, "", 1)), exc.hint)
-    for key in ("select", "ignore"):
-        if key in effective.values and key not in applied.options.given:
+    found: List[site_config.ConfigError] = []
+    for section in config.sections:
+        section_profiles = (section.settings["profile"],) if "profile" in section.settings else profiles
+        for item in section.settings.get("set", ()):
             try:
-                selection.check_selectors(ruleset, list(effective.values[key]), key)
+                for profile in section_profiles:
+                    selection.parse_settings(ruleset, [item], profile)
             except PreflightError as exc:
-                raise site_config.ConfigError("%s: %s" % (effective.origins[key].location,
-                                                          exc.message.split(": ", 1)[-1]), exc.hint)
+                found.append(site_config.ConfigError("%s: %s: %s" % (
+                    section.origin(config.path or "", "set").location, item,
+                    exc.message.replace("--set %s: " % item, "", 1)), exc.hint))
+        for key in ("select", "ignore"):
+            if key in section.settings:
+                try:
+                    selection.check_selectors(ruleset, list(section.settings[key]), key)
+                except PreflightError as exc:
+                    found.append(site_config.ConfigError("%s: %s" % (section.origin(config.path or "", key).location,
+                                                                     exc.message.split(": ", 1)[-1]), exc.hint))
+    return found
 
 
 def origins(applied: Applied) -> List[Tuple[str, str, str]]:

@@ -1,23 +1,47 @@
-"""preflight slurm: check, then drain this Slurm node on failure or resume it when preflight's own drain is over."""
+"""preflight slurm: the health program (check, then drain this node or resume it) and the prolog (stop this job).
+
+As the health program (``HealthCheckProgram``) it owns the node's state: it asks ``scontrol`` what the node is,
+drains it when the checks fail and resumes a drain of its own. As a prolog (``--prolog``) it calls no Slurm
+command: it judges the job's GPUs (``SLURM_JOB_GPUS``) and what all jobs share, fails only for a fault that must
+stop this job, and leaves faults of other GPUs to the health program, which drains.
+
+A configuration or rule file that cannot be used is never a verdict on the node: the health program leaves the
+node as it is and exits 5 (unknown); the prolog lets the job start and exits 0. Both log the file and line.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+import time
+from typing import Callable, List, Optional
 
 from preflight import slurm as admission
 from preflight.commands import common, pipeline
 from preflight.commands.options import CheckOptions
-from preflight.errors import ExitCode
+from preflight.errors import ExitCode, PreflightError
 
 
 def main(options: CheckOptions, node: Optional[str], scontrol: Optional[str], slurm_conf: Optional[str],
-         scontrol_timeout: float, dry_run: bool, log: Callable[[str], None], warn: common.Warn = None) -> int:
+         scontrol_timeout: float, dry_run: bool, log: Callable[[str], None], warn: common.Warn = None,
+         kept: common.Keep = common.Keep()) -> int:
     name = admission.node_name(node, os.environ)
     tool = admission.Scontrol(admission.find_scontrol(scontrol, os.environ),
                               admission.find_slurm_conf(slurm_conf, os.environ), scontrol_timeout, os.environ)
     info = tool.node(name)  # first: its Gres says how many GPUs the checks expect
-    report = pipeline.check(options, warn, node=info)
+    started = time.monotonic()
+    try:
+        prepared = pipeline.prepare(options, warn, node=info)
+    except admission.SlurmError:
+        raise
+    except PreflightError as exc:
+        said = "preflight: UNKNOWN: the site configuration or rules cannot be used, so %s is left as it is " \
+               "(%s%s) and admission is not running: %s" % (name, info.state, ", reason: %s" % info.reason
+                                                           if info.reason else "", exc)
+        log(said)
+        common.keep_line(kept, said, "error", warn)
+        return ExitCode.SLURM_UNKNOWN
+    snapshot, source = pipeline.observe(prepared)
+    report = pipeline.judge(prepared, snapshot, source, started)
     expected = report.context.expected_gpus
     if expected and expected["count"] == 0:
         log("preflight: %s is not a GPU node (%s): GPU checks skipped" % (name, expected["source"]))
@@ -27,9 +51,65 @@ def main(options: CheckOptions, node: Optional[str], scontrol: Optional[str], sl
                                          result.id, result.subject, result.message))
     if undetermined and not failures:
         now = tool.node(name)
-        log("preflight: the checks could not finish (%s timed out); %s is left as it is (%s%s)"
-            % (", ".join(report.timed_out_probes()), name, now.state, ", reason: %s" % now.reason if now.reason else ""))
+        said = "preflight: the checks could not finish (%s timed out); %s is left as it is (%s%s)" % (
+            ", ".join(report.timed_out_probes()), name, now.state, ", reason: %s" % now.reason if now.reason else "")
+        log(said)
+        common.keep(report, kept, warn, name, said, "warning")
         return ExitCode.SLURM_UNKNOWN
-    for line in admission.admit(failures, tool, name, dry_run):
+    done = admission.admit(failures, tool, name, dry_run)
+    for line in done:
         log("preflight: %s" % line)
+    common.keep(report, kept, warn, name, "%s; %s" % (report.summary_line(), "; ".join(done)))
     return ExitCode.FAILED if failures else ExitCode.OK
+
+
+def prolog(options: CheckOptions, log: Callable[[str], None], warn: common.Warn = None,
+           kept: common.Keep = common.Keep()) -> int:
+    """Exit 1 only for a fault that must stop this job (Slurm then drains the node and requeues the job);
+    0 otherwise, also when preflight itself cannot judge (a broken configuration, a probe that timed out)."""
+    job = os.environ.get("SLURM_JOB_ID") or "(no SLURM_JOB_ID)"
+    gpus, source = admission.job_gpus(os.environ)
+    if options.expect_gpus == "auto" and "expect_gpus" not in options.given:
+        options = options.replace(expect_gpus=None)  # the Gres count is the health program's to compare
+    started = time.monotonic()
+    try:
+        prepared = pipeline.prepare(options, warn)
+    except PreflightError as exc:
+        said = "preflight: prolog job %s: UNKNOWN: the site configuration or rules cannot be used; the job starts " \
+               "unchecked: %s" % (job, exc)
+        log(said)
+        common.keep_line(kept, said, "error", warn)
+        return ExitCode.OK
+    with admission.whole_machine(os.environ):  # every GPU, so that another GPU's fault is seen and handed on
+        snapshot, source_of_facts = pipeline.observe(prepared)
+    report = pipeline.judge(prepared, snapshot, source_of_facts, started)
+    from preflight import inventory
+
+    machine = inventory.machine_gpus(report.facts)
+    present = {gpu.get("index") for gpu in machine}
+    undetermined = report.undetermined()
+    own: List[str] = ["FAIL job GPU %d: not on this node (NVML lists %s)" % (index, ", ".join(
+        str(i) for i in sorted(i for i in present if isinstance(i, int))) or "no GPU") for index in gpus or ()
+        if index not in present]
+    others: List[str] = []
+    for result in report.blocking():
+        line = "%s %s %s: %s" % ("UNKNOWN" if result in undetermined else result.status.upper(), result.id,
+                                 result.subject, result.message)
+        index = admission.subject_gpu(result.subject)
+        if index is not None and index not in (gpus or ()):
+            others.append(line)
+        elif result not in undetermined:
+            own.append(line)
+        else:
+            log("preflight: prolog job %s: %s" % (job, line))
+    scope = "GPUs %s of %d, from %s" % (",".join(str(i) for i in gpus), len(machine), source) if gpus \
+        else "no GPU of %d (%s)" % (len(machine), source)
+    said = "preflight: prolog job %s: %s: %s" % (job, scope, "FAILED" if own else "OK")
+    log(said)
+    for line in own:
+        log("preflight: prolog job %s: %s" % (job, line))
+    for line in others:
+        log("preflight: prolog job %s: not this job's GPU, left to the health check: %s" % (job, line))
+    common.keep(report, kept, warn, None, "%s; %s" % (said, "; ".join(own + others) or report.summary_line()),
+                "error" if own else ("warning" if others else "info"))
+    return ExitCode.FAILED if own else ExitCode.OK

@@ -15,6 +15,7 @@ RENDERERS: Dict[str, Dict[str, Tuple[str, Tuple[str, ...]]]] = {
     "report": {  # check, exec, serve
         "text": ("preflight.render.text:render", ("quiet", "color", "show_exit")),
         "json": ("preflight.render.formats:as_json", ()),
+        "jsonl": ("preflight.render.formats:as_json_line", ()),
         "junit": ("preflight.render.junit:render", ()),
         "prometheus": ("preflight.render.prometheus:render", ()),
         "nfd": ("preflight.render.nfd:render", ("expires_in",)),
@@ -22,21 +23,25 @@ RENDERERS: Dict[str, Dict[str, Tuple[str, Tuple[str, ...]]]] = {
     },
     "facts": {
         "json": ("preflight.render.formats:as_json", ()),
+        "jsonl": ("preflight.render.formats:as_json_line", ()),
         "text": ("preflight.render.facts_text:render", ()),
     },
     "diagnosis": {
         "text": ("preflight.render.diagnosis_text:render", ("color",)),
         "json": ("preflight.render.formats:as_json", ()),
+        "jsonl": ("preflight.render.formats:as_json_line", ()),
     },
     "plan": {
         "text": ("preflight.render.plan:text", ("color",)),
         "json": ("preflight.render.formats:as_json", ()),
+        "jsonl": ("preflight.render.formats:as_json_line", ()),
         "markdown": ("preflight.render.plan:markdown", ()),
     },
     "fleet": {
         "text": ("preflight.render.fleet:text", ()),
         "markdown": ("preflight.render.fleet:markdown", ()),
         "json": ("preflight.render.formats:as_json", ()),
+        "jsonl": ("preflight.render.formats:as_json_line", ()),
         "csv": ("preflight.render.fleet:as_csv", ()),
         "html": ("preflight.render.fleet_html:render", ()),
     },
@@ -77,6 +82,13 @@ def as_json(document: Any) -> str:
     from preflight.output import json_text
 
     return json_text(document.to_json() if hasattr(document, "to_json") else document)
+
+
+def as_json_line(document: Any) -> str:
+    """The same document as ``as_json``, compact on one line (``--format jsonl``): a log shipper's one record."""
+    from preflight.output import json_line
+
+    return json_line(document.to_json() if hasattr(document, "to_json") else document)
 
 
 def exit_code(report, name: str) -> int:
