@@ -442,7 +442,7 @@ def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, ou
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...", shell_complete=_complete_files)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH|URL|-...", shell_complete=_complete_files)
 @click.option("--baseline", metavar="NODE|FILE",
               help="A known-good node (its name among the files read) or its report or snapshot file: list the "
                    "facts on which each node differs from it.")
@@ -452,8 +452,11 @@ def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, ou
 @setting("rules", help="Add or override rules (as check --rules) for the snapshots evaluated here.")
 @check_options(CHECK_WITHOUT_FACTS, consume=("rules_paths",))
 def fleet(options, paths, baseline, output_format, output) -> int:
-    """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz), snapshots
-    evaluated here with the same rules and options as check. Which nodes are not ready and why, and the drift."""
+    """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz; '-' reads a
+    stream of them from standard input; http://HOST:PORT reads a preflight serve's /report, 32 at a time, 10 s
+    each), snapshots evaluated here with the same rules and options as check. Which nodes are not ready and why
+    (root causes first, each group of nodes with its own fix, node lists folded as Slurm folds them:
+    gpu-b[001-040,044]), and the drift."""
     from preflight.commands import fleet as command
 
     return command.main(options, list(paths), baseline, _shown(output_format, output), _warn)
@@ -461,8 +464,8 @@ def fleet(options, paths, baseline, output_format, output) -> int:
 
 @cli.command()
 @declare(CHECK_WITHOUT_FACTS)
-@click.option("--listen", default="127.0.0.1:9400", show_default=True, metavar="HOST:PORT",
-              help="Where to serve /healthz, /metrics and /report (0.0.0.0:9400 for every interface; port 0: any).")
+@click.option("--listen", default="127.0.0.1:10480", show_default=True, metavar="HOST:PORT",
+              help="Where to serve /healthz, /metrics and /report (0.0.0.0:10480 for every interface; port 0: any).")
 @click.option("--interval", default="60s", show_default=True, metavar="DURATION",
               help="How often to check (requests never start a check).")
 @click.option("--nfd-output", metavar="FILE", shell_complete=_complete_files,
@@ -686,7 +689,7 @@ HELP = {
     "fleet": ("Many nodes' reports and snapshots at once: who fails, why, drift.", [
         "preflight fleet /shared/preflight/ --profile node",
         "preflight fleet reports/ --format html --output fleet.html",
-        "preflight fleet reports/ --baseline gpu001"]),
+        "preflight fleet http://gpu01:10480 http://gpu02:10480 --baseline gpu01"]),
     "plan": ("Will a workload fit, and on which GPU.", [
         "preflight plan --workload gelan-c", "preflight plan --workload yolov9-c --batch 32 --gpu 4090 --gpu a100",
         "preflight plan --workload gelan-c --gpu-memory 6GiB --cc 8.6"]),
@@ -695,7 +698,7 @@ HELP = {
     "schema": ("Print the JSON Schema of a document preflight writes or reads.", [
         "preflight schema", "preflight schema report --output report.schema.json"]),
     "serve": ("Check every interval; serve /healthz, /metrics, /report.", [
-        "preflight serve --listen 0.0.0.0:9400 --profile node --interval 5m",
+        "preflight serve --listen 0.0.0.0:10480 --profile node --interval 5m",
         "preflight serve --profile node --nfd-output /etc/kubernetes/node-feature-discovery/features.d/preflight"]),
     "slurm": ("Slurm health check and prolog: drain a failing node, resume it.", [
         "preflight slurm --report-dir /shared/preflight --syslog", "preflight slurm --dry-run --node gpu01",

@@ -121,6 +121,15 @@ class Report:
             "OK" if self.ok else "FAILED", said, self.profile, ", strict" if self.strict else "", self.seconds,
             self.host or "unknown host")
 
+    def coverage(self) -> Dict[str, Dict[str, Any]]:
+        """What the checks could see, where it can be missing without failing anything: ``xid`` (the kernel log;
+        in a container without /dev/kmsg the Xid rules are skipped). Only parts the snapshot probed."""
+        log = self.facts.get("kernel_log")
+        if not isinstance(log, dict):
+            return {}
+        return {"xid": {"covered": bool(log.get("readable")), "why": "" if log.get("readable") else
+                        str(log.get("reason") or "the kernel log cannot be read")}}
+
     def inventory(self) -> Dict[str, Any]:
         from preflight import inventory
 

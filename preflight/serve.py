@@ -97,6 +97,9 @@ def healthz(latest: Latest) -> Tuple[int, str]:
     age = "checked %s" % _age(finished)
     if error:
         age += "; the last check failed to run (%s), this is the one before" % error
+    blind = ["%s (%s)" % (check, seen["why"]) for check, seen in report.coverage().items() if not seen["covered"]]
+    if blind:
+        age += "; not covered: %s" % "; ".join(blind)
     if report.ok:
         return 200, "preflight: OK, %d passed, %d warning(s) (%s)" % (counts["pass"], counts["warn"], age)
     return 503, "preflight: FAIL %s (%s)" % (report.reason(160), age)

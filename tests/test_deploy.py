@@ -51,10 +51,10 @@ def test_the_daemonset_serves_checks_and_writes_the_nfd_feature_file_where_nfd_r
     assert doc["kind"] == "DaemonSet"
     [container], spec = containers(doc)
     name, params = parses(container["command"])
-    assert name == "serve" and params["profile"] == "node" and params["listen"] == "0.0.0.0:9400"
+    assert name == "serve" and params["profile"] == "node" and params["listen"] == "0.0.0.0:10480"
     assert Path(params["nfd_output"]).parent == Path(FEATURES_D)
     [port] = container["ports"]
-    assert port["containerPort"] == 9400 and container["readinessProbe"]["httpGet"] == {"path": "/healthz",
+    assert port["containerPort"] == 10480 and container["readinessProbe"]["httpGet"] == {"path": "/healthz",
                                                                                        "port": port["name"]}
     assert "httpGet" not in container["livenessProbe"]  # a failing node must not restart the pod
     [mount] = container["volumeMounts"]
@@ -84,8 +84,13 @@ def test_the_alerting_rules_pass_promtool_and_match_the_operator_resource():
     [operator] = [d for name, d in manifests() if name == "prometheusrule.yaml"]
     assert operator["kind"] == "PrometheusRule" and operator["spec"] == rules
     alerts = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
-    assert alerts["PreflightNodeNotReady"]["for"] == "10m" and "preflight_ok == 0" in alerts["PreflightNodeNotReady"]["expr"]
+    assert alerts["PreflightNodeNotReady"]["for"] == "10m"
+    assert alerts["PreflightNodeNotReady"]["expr"] == "max by (instance) (preflight_ok) == 0"
+    # Nodes, never GPU series: the rule's failures are reduced to one per instance before they are counted.
+    assert "count by (rule) (max by (rule, instance) (" in alerts["PreflightRuleFailingOnManyNodes"]["expr"]
     assert "> 3" in alerts["PreflightRuleFailingOnManyNodes"]["expr"]
+    assert alerts["PreflightTargetDown"]["expr"] == 'up{job=~"preflight.*"} == 0'
+    assert "absent(" in alerts["PreflightAbsent"]["expr"]
     names = _metric_names()
     for rule in alerts.values():
         for used in re.findall(r"\b(preflight_[a-z_]+)\b", rule["expr"]):
@@ -96,7 +101,12 @@ def test_the_alerting_rules_pass_promtool_and_match_the_operator_resource():
                     "rules were parsed but not checked by Prometheus itself")
     checked = subprocess.run([promtool, "check", "rules", str(DEPLOY / "prometheus" / "preflight-rules.yml")],
                              capture_output=True, text=True, timeout=60)
-    assert checked.returncode == 0 and "SUCCESS: 3 rules found" in checked.stdout, checked.stdout + checked.stderr
+    assert checked.returncode == 0 and "SUCCESS: %d rules found" % len(alerts) in checked.stdout, \
+        checked.stdout + checked.stderr
+    # The unit tests beside the rules: three targets (healthy, faulty on two GPUs, down) and nodes-not-GPUs.
+    tested = subprocess.run([promtool, "test", "rules", "preflight-rules.test.yml"], capture_output=True, text=True,
+                            timeout=120, cwd=str(DEPLOY / "prometheus"))
+    assert tested.returncode == 0 and "SUCCESS" in tested.stdout, tested.stdout + tested.stderr
 
 
 def test_the_scrape_config_and_the_grafana_dashboard(tmp_path):

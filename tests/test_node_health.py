@@ -4,6 +4,7 @@ InfoROM, Xid events, and GPUs that NVML lost or does not list, found by their PC
 from __future__ import annotations
 
 import json
+import re
 import os
 import stat
 import time
@@ -303,7 +304,8 @@ def test_nfd_and_prometheus_carry_the_node_health_rules():
     nfd = run_cli("check", "--profile", "node", "--nvml-fixture", FAULTS, "--format", "nfd").stdout
     assert "preflight.status.gpu.nvlink=fail" in nfd and "preflight.ready=false" in nfd
     metrics = run_cli("check", "--profile", "node", "--nvml-fixture", FAULTS, "--format", "prometheus").stdout
-    assert 'preflight_rule_status{rule="gpu.fabric",subject="gpu4",severity="error",status="fail"} 1' in metrics
+    assert re.search(r'^preflight_rule_status\{rule="gpu.fabric",subject="gpu4",severity="error",gpu="4",'
+                     r'hostname="[^"]*",status="fail"\} 1$', metrics, re.M), metrics
 
 
 def test_a_snapshot_without_the_kernel_log_skips_the_xid_rules():

@@ -12,10 +12,10 @@ from preflight.errors import ExitCode, PreflightError
 
 
 def parse_listen(text: str):
-    """``HOST:PORT`` (``:9400`` and ``0.0.0.0:9400``; ``[::1]:9400`` for IPv6) -> (host, port)."""
+    """``HOST:PORT`` (``:10480`` and ``0.0.0.0:10480``; ``[::1]:10480`` for IPv6) -> (host, port)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise PreflightError("--listen %r must be HOST:PORT" % text, "for example --listen 0.0.0.0:9400")
+        raise PreflightError("--listen %r must be HOST:PORT" % text, "for example --listen 0.0.0.0:10480")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 

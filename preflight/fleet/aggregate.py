@@ -25,6 +25,7 @@ class Problem(NamedTuple):
     severity: str
     message: str
     blocks: bool  # it makes the node fail (report.blocks, with the node's strictness)
+    caused_by: str = ""  # the rule failing on the same subject that made this one unknown (a lost GPU)
 
 
 class Node(NamedTuple):
@@ -34,6 +35,19 @@ class Node(NamedTuple):
     problems: Tuple[Problem, ...]
     drift: Dict[str, str]
     statuses: Dict[str, str]  # rule -> worst status over its subjects (the html matrix)
+    fixes: Tuple[int, ...] = ()  # per problem, its fix's number in Fleet.fixes (-1: none): each node's own fix
+
+
+def _causes(problems: List[Problem]) -> List[Problem]:
+    """Each unknown result on a subject that fails another rule, marked as caused by it: a lost GPU makes every
+    other check of that GPU unknown, and those are its consequences, not problems of their own."""
+    failing: Dict[str, str] = {}
+    for problem in problems:
+        if problem.status == "fail":
+            failing.setdefault(problem.subject, problem.rule)
+    return [problem._replace(caused_by=failing[problem.subject])
+            if problem.status == "error" and failing.get(problem.subject, problem.rule) != problem.rule else problem
+            for problem in problems]
 
 
 _WORST = {"error": 4, "fail": 3, "warn": 2, "pass": 1, "skip": 0}
@@ -60,18 +74,23 @@ def drift_values(inventory: Optional[Dict[str, Any]]) -> Dict[str, str]:
         "cuda": str(driver.get("cuda") or "none"),
         "gpu_model": " + ".join(names) or "no GPU",
         "gpu_count": str(len(gpus)),
-        "torch": ("%s (CUDA %s)" % (torch.get("version"), torch.get("cuda") or "none")) if torch else "none",
+        "torch": ("%s (CUDA %s)" % (torch.get("version") or "unknown", torch.get("cuda") or "none")) if torch else "none",
         "python": str(python.get("version") or "not probed"),
     }
+
+
+def _shown(value: Any) -> str:
+    """A fact's value for --baseline: a missing one reads "not reported", never Python's None."""
+    return "not reported" if value is None else str(value)
 
 
 def fingerprint(inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
     """The facts a node is compared on with --baseline, flattened to "key: value"."""
     found = dict(("inventory.%s" % key, value) for key, value in drift_values(inventory).items())
     for gpu in _gpus(_table(inventory)):
-        found["gpu%s.name" % gpu.get("index")] = str(gpu.get("name"))
-        found["gpu%s.memory_total" % gpu.get("index")] = str(gpu.get("memory_total"))
-        found["gpu%s.compute_capability" % gpu.get("index")] = str(gpu.get("compute_capability"))
+        found["gpu%s.name" % gpu.get("index")] = _shown(gpu.get("name"))
+        found["gpu%s.memory_total" % gpu.get("index")] = _shown(gpu.get("memory_total"))
+        found["gpu%s.compute_capability" % gpu.get("index")] = _shown(gpu.get("compute_capability"))
     if facts:
         host = facts.get("host") if isinstance(facts.get("host"), dict) else {}
         for key, path in (("host.cpu.count", ("cpu", "count")), ("host.memory.total", ("memory", "total")),
@@ -79,11 +98,11 @@ def fingerprint(inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, A
             value: Any = host
             for step in path:
                 value = value.get(step) if isinstance(value, dict) else None
-            found[key] = str(value)
+            found[key] = _shown(value)
         python = facts.get("python") if isinstance(facts.get("python"), dict) else {}
         for name, package in sorted((python.get("packages") or {}).items()):
             if isinstance(package, dict):
-                found["package.%s" % name] = str(package.get("version"))
+                found["package.%s" % name] = _shown(package.get("version"))
     return found
 
 
@@ -105,6 +124,8 @@ class Fleet:
         self.unreadable: List[Tuple[str, str]] = []
         self.rules: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()  # rule -> title, severity, first fix
         self._names: Counter = Counter()
+        self.fixes: List[Dict[str, Any]] = []  # each distinct fix once; nodes refer to them by number
+        self._fix_numbers: Dict[str, int] = {}
 
     def add(self, name: Optional[str], source: str, results: List[Dict[str, Any]], strict: bool,
             inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, Any]] = None) -> Node:
@@ -115,6 +136,7 @@ class Fleet:
         self._names[base] += 1
         shown = base if self._names[base] == 1 else "%s #%d" % (base, self._names[base])
         problems = []
+        fixes: List[int] = []
         statuses: Dict[str, str] = {}
         for result in results:
             rule, status = str(result.get("id")), str(result.get("status"))
@@ -126,14 +148,28 @@ class Fleet:
                 severity = str(result.get("severity"))
                 problems.append(Problem(rule, str(result.get("subject")), status, severity,
                                         str(result.get("message")), blocks(status, severity, strict)))
+                fixes.append(self._fix_number(result.get("fix")))
                 if known["fix"] is None and result.get("fix"):
                     known["fix"] = result["fix"]
+        problems = _causes(problems)
         state = "failing" if any(p.blocks for p in problems) else ("warnings" if problems else "ok")
-        node = Node(shown, source, state, tuple(problems), drift_values(inventory), statuses)
+        node = Node(shown, source, state, tuple(problems), drift_values(inventory), statuses, tuple(fixes))
         self.nodes.append(node)
         if self.baseline is not None or self.baseline_node is not None:
             self._compare(shown, fingerprint(inventory, facts))
         return node
+
+    def _fix_number(self, fix: Any) -> int:
+        if not isinstance(fix, dict):
+            return -1
+        import json
+
+        key = json.dumps(fix, sort_keys=True)
+        number = self._fix_numbers.get(key)
+        if number is None:
+            number = self._fix_numbers[key] = len(self.fixes)
+            self.fixes.append(fix)
+        return number
 
     def _compare(self, name: str, facts: Dict[str, str]) -> None:
         if self.baseline is None and name == self.baseline_node:
@@ -162,21 +198,42 @@ class Fleet:
                 "warnings": states["warnings"], "unreadable": len(self.unreadable)}
 
     def ranked(self, blocking: bool = True) -> List[Dict[str, Any]]:
-        """Rules whose problems block a node (or, ``blocking=False``, only warn), by the number of nodes they hit,
-        with those nodes, an example message and the fix once."""
+        """Rules whose problems block a node (or, ``blocking=False``, only warn), by the number of nodes they hit:
+        root causes only (an unknown result a failing rule caused on the same GPU is counted under that rule, as
+        one of its consequences). Each rule's nodes are grouped by the fix they were given, every group with its
+        own example and each node with the GPUs that fail."""
         hit: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()
         for node in self.nodes:
-            seen = set()
-            for problem in node.problems:
-                if problem.blocks != blocking or problem.rule in seen:
+            mine: "OrderedDict[str, Dict[str, Any]]" = OrderedDict()
+            for problem, fix in zip(node.problems, node.fixes or (-1,) * len(node.problems)):
+                if problem.caused_by:
                     continue
-                seen.add(problem.rule)
-                entry = hit.setdefault(problem.rule, {"rule": problem.rule, "nodes": [], "example": problem.message})
+                if problem.blocks != blocking:
+                    continue
+                entry = mine.setdefault(problem.rule, {"fix": fix, "example": problem.message, "subjects": []})
+                if problem.subject != "system":
+                    entry["subjects"].append(problem.subject)
+            caused = Counter((p.caused_by, p.rule) for p in node.problems if p.caused_by)
+            for rule, found in mine.items():
+                entry = hit.setdefault(rule, {"rule": rule, "nodes": [], "example": found["example"], "groups": {},
+                                              "consequences": Counter()})
                 entry["nodes"].append(node.name)
+                group = entry["groups"].setdefault(found["fix"], {"fix": self.fixes[found["fix"]] if found["fix"] >= 0
+                                                                  else None, "example": found["example"], "nodes": []})
+                group["nodes"].append({"node": node.name, "subjects": found["subjects"]})
+                for (cause, consequence), count in caused.items():
+                    if cause == rule:
+                        entry["consequences"][consequence] += 1
         ranked = sorted(hit.values(), key=lambda entry: (-len(entry["nodes"]), entry["rule"]))
         for entry in ranked:
             known = self.rules.get(entry["rule"], {})
-            entry.update(count=len(entry["nodes"]), title=known.get("title"), fix=known.get("fix"))
+            groups = sorted(entry["groups"].values(), key=lambda group: -len(group["nodes"]))
+            for group in groups:
+                group["count"] = len(group["nodes"])
+            entry.update(count=len(entry["nodes"]), title=known.get("title"), severity=known.get("severity"),
+                         fix=groups[0]["fix"] if groups else known.get("fix"), groups=groups,
+                         consequences=[{"rule": rule, "nodes": count}
+                                       for rule, count in entry["consequences"].most_common()])
         return ranked
 
     def drift(self) -> Dict[str, List[Dict[str, Any]]]:

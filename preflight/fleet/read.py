@@ -1,9 +1,12 @@
 """Reading a fleet's files one at a time: reports (preflight.report/1) and facts snapshots (preflight.facts/1).
 
 Paths are files or folders (walked, in name order); ``.json`` and ``.json.gz`` files are read, others in a
-folder are passed over, a file named on the command line is always tried. Each file is read, judged and
-dropped before the next (``entries`` is a generator), so memory does not grow with the files' sizes.
-A file that cannot be read, is not JSON, or is neither kind is an ``Unreadable`` entry, never an exception.
+folder are passed over, a file named on the command line is always tried. ``-`` is standard input: a stream of
+JSON documents, one per line or one after another. An ``http://`` or ``https://`` URL is a ``preflight serve``
+(its ``/report`` unless the URL names a path), fetched URL_WORKERS at a time with URL_TIMEOUT each. Each
+document is read, judged and dropped before the next (``entries`` is a generator), so memory does not grow
+with the files' sizes. A file or URL that cannot be read, is not JSON, or is neither kind is an ``Unreadable``
+entry, never an exception.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import gzip
 import json
 import os
 import stat
-from typing import Any, Dict, Iterator, NamedTuple, Sequence, Union
+import sys
+from typing import Any, Dict, Iterator, List, NamedTuple, Sequence, Union
 
 MAX_FILE_BYTES = 64 << 20  # a facts snapshot is tens of kilobytes; anything this large is not one
 
@@ -40,9 +44,97 @@ def _files(paths: Sequence[str]) -> Iterator[str]:
             yield path
 
 
-def entries(paths: Sequence[str]) -> Iterator[Union[Document, Unreadable]]:
-    for path in _files(paths):
-        yield read(path)
+URL_WORKERS = 32
+URL_TIMEOUT = 10.0  # seconds per URL: connecting and reading the report
+
+
+def entries(paths: Sequence[str], stdin=None) -> Iterator[Union[Document, Unreadable]]:
+    urls: List[str] = []
+    for path in paths:
+        if path.startswith(("http://", "https://")):
+            urls.append(path)
+            continue
+        if urls:  # keep the order given: fetch the URLs named so far before the next file
+            yield from fetch_all(urls)
+            urls = []
+        if path == "-":
+            yield from stream_documents(stdin if stdin is not None else sys.stdin)
+        else:
+            for name in _files([path]):
+                yield read(name)
+    if urls:
+        yield from fetch_all(urls)
+
+
+def stream_documents(stream) -> Iterator[Union[Document, Unreadable]]:
+    """JSON documents from a text stream, one per line (jsonl) or one after another (pretty-printed); the
+    first that is not JSON ends the stream (nothing after it can be found again) as an Unreadable entry."""
+    decoder = json.JSONDecoder()
+    buffer, number, ended = "", 0, False
+    while True:
+        buffer = buffer.lstrip()
+        if not buffer:
+            chunk = "" if ended else stream.read(1 << 16)
+            if not chunk:
+                return
+            buffer = chunk
+            continue
+        try:
+            data, end = decoder.raw_decode(buffer)
+            # An object or list is whole once parsed; a bare number at the end may go on in the next chunk.
+            complete = ended or end < len(buffer) or isinstance(data, (dict, list))
+            error = ""
+        except ValueError as exc:
+            complete, error = False, str(exc).split(":")[0]
+        if not complete:
+            if ended:
+                yield Unreadable("-#%d" % (number + 1), "not JSON (%s)" % error)
+                return
+            if len(buffer) > MAX_FILE_BYTES:
+                yield Unreadable("-#%d" % (number + 1), "a document larger than %d MiB on standard input"
+                                 % (MAX_FILE_BYTES >> 20))
+                return
+            chunk = stream.read(max(1 << 16, len(buffer)))  # doubling: a long document is parsed few times
+            ended = not chunk
+            buffer += chunk
+            continue
+        number += 1
+        buffer = buffer[end:]
+        yield classify("-#%d" % number, data)
+
+
+def fetch_all(urls: Sequence[str]) -> Iterator[Union[Document, Unreadable]]:
+    """Each URL's report, in the order given, URL_WORKERS fetched at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(URL_WORKERS, len(urls))) as pool:
+        window = []
+        for url in urls:
+            window.append(pool.submit(fetch, url))
+            if len(window) >= URL_WORKERS * 2:
+                yield window.pop(0).result()
+        for future in window:
+            yield future.result()
+
+
+def fetch(url: str) -> Union[Document, Unreadable]:
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url)
+    target = url if parts.path not in ("", "/") else urllib.parse.urlunsplit(parts._replace(path="/report"))
+    try:
+        with urllib.request.urlopen(target, timeout=URL_TIMEOUT) as response:
+            raw = response.read(MAX_FILE_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 503:  # serve answers 503 before its first check has finished
+            return Unreadable(url, "HTTP 503: no check has finished there yet")
+        return Unreadable(url, "HTTP %d %s" % (exc.code, exc.reason))
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        return Unreadable(url, "cannot fetch: %s" % (getattr(reason, "strerror", None) or reason))
+    return parsed(url, raw)
 
 
 def read(path: str) -> Union[Document, Unreadable]:
@@ -57,12 +149,22 @@ def read(path: str) -> Union[Document, Unreadable]:
                 raw = handle.read(MAX_FILE_BYTES + 1)
     except (OSError, EOFError) as exc:  # gzip raises OSError (BadGzipFile) or EOFError on a damaged file
         return Unreadable(path, getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+    return parsed(path, raw)
+
+
+def parsed(path: str, raw: bytes) -> Union[Document, Unreadable]:
+    """Bytes read from a file or URL (at most MAX_FILE_BYTES + 1) as a report or snapshot, or why not."""
     if len(raw) > MAX_FILE_BYTES:
         return Unreadable(path, "larger than %d MiB: not a preflight report or snapshot" % (MAX_FILE_BYTES >> 20))
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return Unreadable(path, "not JSON (%s)" % str(exc).split(":")[0])
+    return classify(path, data)
+
+
+def classify(path: str, data: Any) -> Union[Document, Unreadable]:
+    """A parsed document as a report or a snapshot, or why it is neither."""
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema == "preflight.report/1":
         problem = report_problem(data)

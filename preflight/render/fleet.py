@@ -8,6 +8,7 @@ import time
 from typing import Any, Dict, List, NamedTuple, Optional
 
 from preflight.fleet.aggregate import DRIFT_KEYS, DRIFT_WORDS, MAX_NAMES, SCHEMA, Fleet
+from preflight.fleet.hostlist import fold
 from preflight.render.blocks import csv_cell, markdown_text, printable, width, wrap
 
 
@@ -61,11 +62,6 @@ def as_csv(view: FleetView) -> str:
     return out.getvalue()
 
 
-def _names(nodes: List[str], v=str) -> str:
-    shown = ", ".join(v(node) for node in nodes[:MAX_NAMES])
-    return shown + (" and %d more" % (len(nodes) - MAX_NAMES) if len(nodes) > MAX_NAMES else "")
-
-
 def as_text(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[str, Any]]],
             markdown: bool = False, columns: int = 0) -> str:
     """Text or Markdown; text is wrapped to the terminal's width (commands whole), Markdown is left to its viewer."""
@@ -94,22 +90,36 @@ def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Di
     lines = ["%s%d nodes: %d OK, %d failing, %d with warnings; %d files unreadable" % (
         "# " if markdown else "", counts["nodes"], counts["ok"], counts["failing"], counts["warnings"],
         counts["unreadable"]), ""]
-    for title, entries in (("Failing rules, by the number of nodes", fleet.ranked(True)),
-                           ("Warnings, by the number of nodes", fleet.ranked(False))):
+    for title, verb, entries in (("Failing rules, by the number of nodes (root causes first)", "fails",
+                                  fleet.ranked(True)),
+                                 ("Warnings, by the number of nodes", "warns", fleet.ranked(False))):
         if not entries:
             continue
         lines += [heading(title), ""]
         for entry in entries:
-            lines.append("%s%s: %d node%s (%s)" % (bullet, v(entry["rule"]), entry["count"],
-                                                   "" if entry["count"] == 1 else "s", v(entry["title"])))
-            lines.append("    e.g. %s" % v(entry["example"]))
-            lines.append("    nodes: %s" % _names(entry["nodes"], v))
-            fix = entry.get("fix")
-            if fix:
-                lines.append("    fix: %s" % v(fix.get("title")))
-                lines += ["      - %s" % v(step) for step in fix.get("steps") or []]
-                lines += ["      $ %s" % (("`%s`" % printable(command).replace("`", "'")) if markdown else command)
-                          for command in fix.get("commands") or []]
+            lines.append("%s%s %s on %d node%s (it checks: %s)" % (
+                bullet, v(entry["rule"]), verb, entry["count"], "" if entry["count"] == 1 else "s", v(entry["title"])))
+            groups = entry.get("groups") or []
+            for number, group in enumerate(groups, 1):
+                if len(groups) > 1:
+                    lines.append("    fix %d of %d, for %d node%s:" % (number, len(groups), group["count"],
+                                                                    "" if group["count"] == 1 else "s"))
+                lines.append("    e.g. %s" % v(group["example"]))
+                lines.append("    nodes: %s" % v(fold([n["node"] for n in group["nodes"]], MAX_NAMES)))
+                pairs = ["%s: %s" % (n["node"], ", ".join(n["subjects"])) for n in group["nodes"] if n["subjects"]]
+                if pairs:
+                    more = " and %d more" % (len(pairs) - MAX_NAMES) if len(pairs) > MAX_NAMES else ""
+                    lines.append("    GPUs: %s%s" % (v("; ".join(pairs[:MAX_NAMES])), more))
+                fix = group.get("fix")
+                if fix:
+                    lines.append("    fix: %s" % v(fix.get("title")))
+                    lines += ["      - %s" % v(step) for step in fix.get("steps") or []]
+                    lines += ["      $ %s" % (("`%s`" % printable(command).replace("`", "'")) if markdown else command)
+                              for command in fix.get("commands") or []]
+            if entry.get("consequences"):
+                lines.append("    also made unknown on the same GPUs (counted here, not on their own): %s" % v(
+                    ", ".join("%s (%d node%s)" % (c["rule"], c["nodes"], "" if c["nodes"] == 1 else "s")
+                              for c in entry["consequences"])))
         lines.append("")
     lines += [heading("Drift"), ""]
     for key, values in fleet.drift().items():
@@ -117,7 +127,7 @@ def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Di
         lines.append("%s%s: %s" % (bullet, DRIFT_WORDS[key], shown))
         for value in values:
             if value["odd"]:
-                lines.append("    %s on %s" % (v(value["value"]), _names(value["nodes"], v)))
+                lines.append("    %s on %s" % (v(value["value"]), v(fold(value["nodes"], MAX_NAMES))))
     lines.append("")
     if baseline:
         lines += [heading("Against %s" % v(baseline)), ""]
@@ -142,12 +152,17 @@ def json_schema() -> Dict[str, Any]:
     from preflight.engine import fix
     from preflight.json_schema import BOOL, INT, STATUS, STR, nullable, obj, strings
 
-    entry = obj(["rule", "nodes", "count", "example"], {
-        "rule": STR, "title": nullable(STR), "nodes": strings(), "count": INT, "example": STR,
-        "fix": fix.json_schema()})
+    group = obj(["fix", "example", "nodes", "count"], {
+        "fix": fix.json_schema(), "example": STR, "count": INT,
+        "nodes": {"type": "array", "items": obj(["node", "subjects"], {"node": STR, "subjects": strings()})}})
+    entry = obj(["rule", "nodes", "count", "example", "groups", "consequences"], {
+        "rule": STR, "title": nullable(STR), "severity": nullable(STR), "nodes": strings(), "count": INT,
+        "example": STR, "fix": fix.json_schema(), "groups": {"type": "array", "items": group},
+        "consequences": {"type": "array", "items": obj(["rule", "nodes"], {"rule": STR, "nodes": INT})}})
     value = obj(["value", "count", "odd", "nodes"], {"value": STR, "count": INT, "odd": BOOL, "nodes": strings()})
     problem = obj(["rule", "subject", "status", "severity", "message"], {
-        "rule": STR, "subject": STR, "status": STATUS, "severity": STR, "message": STR})
+        "rule": STR, "subject": STR, "status": STATUS, "severity": STR, "message": STR, "blocks": BOOL,
+        "caused_by": STR})
     return obj(["schema", "generated_at", "summary", "failures", "warnings", "drift", "unreadable", "nodes"], {
         "schema": {"const": SCHEMA}, "generated_at": STR,
         "summary": obj(["nodes", "ok", "failing", "warnings", "unreadable"], {

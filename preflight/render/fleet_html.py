@@ -28,7 +28,14 @@ th.rule{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal;fon
 vertical-align:bottom;height:13em}
 th.node{text-align:left;font-weight:normal;max-width:28em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 td.s-pass{background:#d1f0d9}td.s-fail{background:#f7c5c0;cursor:pointer}td.s-error{background:#e8b4f0;cursor:pointer}
-td.s-warn{background:#fbe6a8;cursor:pointer}td.s-skip,td.s-none{background:#f5f5f5;color:#999}
+td.s-warn,td.s-failwarn{background:#fbe6a8;cursor:pointer}td.s-skip,td.s-none{background:#f5f5f5;color:#999}
+.legend{display:flex;flex-wrap:wrap;gap:.4em 1.2em;margin:.5em 0;font-size:13px}
+.legend span.key{display:inline-block;min-width:1.6em;text-align:center;border:1px solid #e0e0e0;margin-right:.3em}
+.legend .s-pass{background:#d1f0d9}.legend .s-fail{background:#f7c5c0}.legend .s-failwarn{background:#fbe6a8}
+.legend .s-error{background:#e8b4f0}.legend .s-skip{background:#f5f5f5;color:#999}
+details.failure.warning{border-color:#e7c66a}details.failure.warning[open]{background:#fffbea}
+.group{border-left:3px solid #ddd;padding-left:.8em;margin:.6em 0}
+th.node details summary{list-style:none}
 .filters{margin:.5em 0;display:flex;gap:.6em}.hidden{display:none}
 .chart{display:inline-block;margin:0 2em 1em 0;vertical-align:top}
 """
@@ -67,24 +74,64 @@ def _anchor(rule: str) -> str:
 
 
 def _failures(entries: List[Dict[str, Any]], kind: str) -> List[str]:
+    """Each failing rule titled by what fails ("gpu.health fails on 21 nodes"), its nodes grouped by the fix
+    they were given, each group with its own example, nodes (folded as Slurm folds them) and failing GPUs."""
+    from preflight.fleet.hostlist import fold
+
     out = []
+    verb = "fails" if kind == "failing" else "warns"
     for entry in entries:
-        fix = entry.get("fix") or {}
-        steps = "".join("<li>%s</li>" % _e(step) for step in fix.get("steps") or [])
-        commands = "\n".join("$ %s" % command for command in fix.get("commands") or [])
+        colour = kind if kind == "warning" or entry.get("severity") != "warning" else "warning"
+        groups = []
+        for group in entry.get("groups") or []:
+            fix = group.get("fix") or {}
+            steps = "".join("<li>%s</li>" % _e(step) for step in fix.get("steps") or [])
+            commands = "\n".join("$ %s" % command for command in fix.get("commands") or [])
+            pairs = "; ".join("%s: %s" % (n["node"], ", ".join(n["subjects"])) for n in group["nodes"]
+                              if n["subjects"])
+            groups.append(
+                '<div class="group"><p>%s<b>%d node%s</b>: <code class="nodes">%s</code></p>%s<p>e.g. %s</p>%s%s%s'
+                '</div>' % (
+                    "Fix %d of %d, " % (len(groups) + 1, len(entry["groups"])) if len(entry["groups"]) > 1 else "",
+                    group["count"], "" if group["count"] == 1 else "s", _e(fold(n["node"] for n in group["nodes"])),
+                    "<p>GPUs: %s</p>" % _e(pairs) if pairs else "", _e(group["example"]),
+                    "<p>Fix: <b>%s</b></p>" % _e(fix["title"]) if fix.get("title") else "",
+                    "<ol>%s</ol>" % steps if steps else "", "<pre>%s</pre>" % _e(commands) if commands else ""))
+        consequences = ", ".join("%s (%d node%s)" % (c["rule"], c["nodes"], "" if c["nodes"] == 1 else "s")
+                                 for c in entry.get("consequences") or [])
         out.append(
-            '<details class="failure %s" id="fix-%s"><summary><b>%s</b>: %d node%s &mdash; %s</summary>'
-            "<p>e.g. %s</p><p>Nodes: %s</p>%s%s%s</details>" % (
-                kind, _anchor(entry["rule"]), _e(entry["rule"]), entry["count"], "" if entry["count"] == 1 else "s",
-                _e(entry.get("title") or ""), _e(entry.get("example")), _e(", ".join(entry["nodes"])),
-                "<p>Fix: <b>%s</b></p>" % _e(fix["title"]) if fix.get("title") else "",
-                "<ol>%s</ol>" % steps if steps else "", "<pre>%s</pre>" % _e(commands) if commands else ""))
+            '<details class="failure %s" id="fix-%s"><summary><b>%s</b> %s on %d node%s &mdash; it checks: %s'
+            "</summary>%s%s</details>" % (
+                colour, _anchor(entry["rule"]), _e(entry["rule"]), verb, entry["count"],
+                "" if entry["count"] == 1 else "s", _e(entry.get("title") or ""), "".join(groups),
+                "<p>Also made unknown on the same GPUs (counted here, not on their own): %s</p>" % _e(consequences)
+                if consequences else ""))
     return out
 
 
+_LEGEND = ('<div class="legend" id="legend"><b>Legend:</b>'
+           '<span><span class="key s-pass">&#10003;</span>passes</span>'
+           '<span><span class="key s-fail">&#10007;</span>fails (an error: the node is not ready)</span>'
+           '<span><span class="key s-failwarn">&#10007;</span>fails a warning-severity rule</span>'
+           '<span><span class="key s-failwarn">~</span>warns</span>'
+           '<span><span class="key s-error">!</span>unknown (could not be checked)</span>'
+           '<span><span class="key s-skip">&#183;</span>skipped (does not apply)</span>'
+           '<span><span class="key s-none"></span>not reported by that node</span>'
+           '<span>rows: nodes with the same status on every rule, folded as Slurm folds names; open a row for its '
+           'nodes</span></div>')
+
+
 def _matrix(fleet: Fleet) -> List[str]:
+    from preflight.fleet.hostlist import fold
+
     rules, rows = fleet.matrix()
-    out = ['<div class="filters"><input id="filter" type="search" placeholder="filter by node or rule" size="30">'
+    # A rule no node checked (skipped everywhere, e.g. no expected GPU count given) is no column of dots.
+    shown = [index for index, rule in enumerate(rules)
+             if any(row["statuses"][index] not in ("skip", "none") for row in rows)]
+    rules = [rules[index] for index in shown]
+    severity = {rule: (fleet.rules.get(rule) or {}).get("severity") for rule in rules}
+    out = [_LEGEND,
+           '<div class="filters"><input id="filter" type="search" placeholder="filter by node or rule" size="30">'
            '<select id="state"><option value="all">all nodes</option><option value="failing">failing</option>'
            '<option value="warnings">with warnings</option><option value="ok">OK</option></select>'
            '<span><span id="shown">%d</span> of %d rows</span></div>' % (len(rows), len(rows)),
@@ -92,16 +139,21 @@ def _matrix(fleet: Fleet) -> List[str]:
                '<th class="rule" title="%s">%s</th>' % (_e(rule), _e(rule)) for rule in rules)]
     for row in rows:
         names = row["nodes"]
-        label = names[0] if len(names) == 1 else "%s &hellip; (%d nodes)" % (_e(names[0]), len(names))
-        search = " ".join(names + [r for r, s in zip(rules, row["statuses"]) if s in ("fail", "warn", "error")])
+        statuses = [row["statuses"][index] for index in shown]
+        search = " ".join(names + [r for r, s in zip(rules, statuses) if s in ("fail", "warn", "error")])
         cells = []
-        for rule, status in zip(rules, row["statuses"]):
+        for rule, status in zip(rules, statuses):
+            drawn = "failwarn" if status == "fail" and severity.get(rule) == "warning" else status
             clickable = ' data-rule="%s"' % _anchor(rule) if status in ("fail", "warn", "error") else ""
             title = row["messages"].get(rule) or "%s: %s" % (rule, status)
-            cells.append('<td class="s-%s" title="%s"%s>%s</td>' % (status, _e(title), clickable, _SYMBOL[status]))
+            cells.append('<td class="s-%s" title="%s"%s>%s</td>' % (drawn, _e(title), clickable, _SYMBOL[status]))
+        if len(names) == 1:
+            label = _e(names[0])
+        else:
+            label = "<details><summary>%s &hellip; (%d nodes)</summary><code>%s</code></details>" % (
+                _e(names[0]), len(names), _e(fold(names)))
         out.append('<tr data-state="%s" data-search="%s"><th class="node" title="%s">%s</th>%s</tr>' % (
-            row["state"], _e(search.lower()), _e(", ".join(names)), label if len(names) > 1 else _e(label),
-            "".join(cells)))
+            row["state"], _e(search.lower()), _e(", ".join(names)), label, "".join(cells)))
     out.append("</tbody></table>")
     return out
 
