@@ -41,7 +41,7 @@ def containers(doc):
 def test_every_manifest_is_valid_yaml_with_a_kind():
     docs = manifests()
     assert {name for name, _ in docs} == {"nfd-daemonset.yaml", "training-job-init-container.yaml",
-                                          "prometheusrule.yaml"}
+                                          "prometheusrule.yaml", "nfd-taint-not-ready.yaml"}
     for _, doc in docs:
         assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"]
 
@@ -57,10 +57,34 @@ def test_the_daemonset_serves_checks_and_writes_the_nfd_feature_file_where_nfd_r
     assert port["containerPort"] == 10480 and container["readinessProbe"]["httpGet"] == {"path": "/healthz",
                                                                                        "port": port["name"]}
     assert "httpGet" not in container["livenessProbe"]  # a failing node must not restart the pod
-    [mount] = container["volumeMounts"]
-    [volume] = [v for v in spec["volumes"] if v["name"] == mount["name"]]
-    assert mount["mountPath"] == FEATURES_D == volume["hostPath"]["path"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes[mounts[FEATURES_D]["name"]]["hostPath"]["path"] == FEATURES_D
+    # The kernel log, read-only, so that the Xid checks are not silently skipped in the recommended deployment.
+    kmsg = mounts["/dev/kmsg"]
+    assert kmsg["readOnly"] is True and volumes[kmsg["name"]]["hostPath"] == {"path": "/dev/kmsg",
+                                                                              "type": "CharDevice"}
+    assert container["securityContext"]["privileged"] is True
+    from preflight.probes import kernel_log
+
+    assert kernel_log.KMSG == "/dev/kmsg"
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in container["env"]
+    # It tolerates the taint its NodeFeatureRule sets, or it could never clear it.
+    [rule] = [d for name, d in manifests() if name == "nfd-taint-not-ready.yaml"]
+    [taint] = rule["spec"]["rules"][0]["taints"]
+    assert taint["key"].startswith("feature.node.kubernetes.io/")  # the only namespace NFD allows for taints
+    assert {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]} in spec["tolerations"]
+    assert rule["spec"]["rules"][0]["matchFeatures"] == [
+        {"feature": "local.label", "matchExpressions": {"preflight.ready": {"op": "In", "value": ["false"]}}}]
+    labels = run_nfd()
+    assert "preflight.ready=false" in labels  # the label the rule matches is the one preflight writes
+
+
+def run_nfd():
+    from conftest import nvml_fixture, run_cli
+
+    return run_cli("check", "--profile", "node", "--nvml-fixture", nvml_fixture("2x-a100-40g-driver550-ecc.json"),
+                   "--format", "nfd").stdout.splitlines()
 
 
 def _metric_names():
