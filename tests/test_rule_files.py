@@ -292,3 +292,10 @@ def test_answers_must_name_a_rule(tmp_path):
     completed = run_cli("check", "--rules", path, "--nvml-fixture", H200)
     assert completed.returncode == 2
     assert "'answers' names 'gpu.cuont', which is not a rule (did you mean gpu.count?)" in completed.stderr
+
+
+def test_writing_rules_names_every_condition():
+    from preflight.facts.conditions import CONDITIONS
+    text = (REPO / "docs" / "writing-rules.md").read_text()
+    listed = text.split("- **Conditions** (`when = [...]`):", 1)[1].split("A rule whose condition", 1)[0]
+    assert set(re.findall(r"`(\w+)`", listed)) == set(CONDITIONS)

@@ -231,8 +231,8 @@ def test_exec_never_starts_a_job_on_an_empty_rule_set(tmp_path):
 
 def test_ignore_covering_every_group_is_refused(tmp_path):
     completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--ignore",
-                        "nvml,gpu,driver,cuda,xid")
-    assert completed.returncode == 2 and "ignore nvml,gpu,driver,cuda,xid (--ignore)" in completed.stderr
+                        "nvml,gpu,driver,cuda,xid,container")
+    assert completed.returncode == 2 and "ignore nvml,gpu,driver,cuda,xid,container (--ignore)" in completed.stderr
 
 
 def test_slurm_does_not_resume_a_node_on_an_empty_rule_set(tmp_path):

@@ -58,6 +58,16 @@ def _container_capabilities(facts: SnapshotView) -> Optional[str]:
     return None if value is not None else "NVIDIA_DRIVER_CAPABILITIES is not set"
 
 
+def _container_compute(facts: SnapshotView) -> Optional[str]:
+    if not (facts.section("host").get("container") or {}).get("detected"):
+        return "not in a container: the driver creates /dev/nvidia-uvm on the first CUDA call (nvidia-modprobe)"
+    capabilities = facts.section("container").get("NVIDIA_DRIVER_CAPABILITIES")
+    if not derived.gives_compute_devices(capabilities):
+        return "the container was not given the compute capability (NVIDIA_DRIVER_CAPABILITIES=%s): " \
+               "the toolkit passes the compute device nodes only with it (see container.capabilities)" % capabilities
+    return None
+
+
 def _health_read(facts: SnapshotView) -> Optional[str]:
     if facts.section("nvml").get("health_read"):
         return None
@@ -92,4 +102,6 @@ CONDITIONS: Dict[str, Condition] = {c.name: c for c in [
     Condition("container_require", "the environment states NVIDIA_REQUIRE_* or CUDA_VERSION",
               ("container",), _container_require),
     Condition("container_capabilities", "NVIDIA_DRIVER_CAPABILITIES is set", ("container",), _container_capabilities),
+    Condition("container_compute", "in a container given the compute capability (or the default)",
+              ("host", "container"), _container_compute),
 ]}

@@ -224,12 +224,35 @@ def unsatisfied_requirements(container: Dict[str, Any], hosts: Sequence[Dict[str
     return failed
 
 
+def _capabilities(capabilities: Optional[str]) -> Optional[set]:
+    """The capability names given, or None for unset or empty (the toolkit's default, utility and compute)."""
+    if capabilities is None or not capabilities.strip():
+        return None
+    return {word.strip().lower() for word in capabilities.split(",") if word.strip()}
+
+
+def gives_compute_devices(capabilities: Optional[str]) -> bool:
+    """Whether the toolkit gives the container the compute device nodes (nvidia-uvm, nvidia-uvm-tools): only
+    with the compute libraries, which compute, video (it implies compute) and all select, as does the default."""
+    given = _capabilities(capabilities)
+    return given is None or bool(given & {"compute", "video", "all"})
+
+
+# The device nodes CUDA opens besides the GPUs' own (/dev/nvidiaN): the control device, and the unified
+# memory device every CUDA context needs. nvidia-uvm-tools comes with nvidia-uvm; only tools read it.
+CUDA_DEVICE_NODES = ("nvidiactl", "nvidia-uvm")
+TOOLS_DEVICE_NODES = ("nvidia-uvm-tools",)
+
+
+def missing_device_nodes(device_files: Sequence[str], wanted: Sequence[str]) -> List[str]:
+    present = set(device_files)
+    return ["/dev/" + name for name in wanted if name not in present]
+
+
 def missing_capabilities(capabilities: Optional[str]) -> List[str]:
     """The driver capabilities a CUDA job needs that NVIDIA_DRIVER_CAPABILITIES leaves out (unset or empty:
     the toolkit's default, utility and compute)."""
-    if capabilities is None or not capabilities.strip():
-        return []
-    given = {word.strip().lower() for word in capabilities.split(",") if word.strip()}
-    if "all" in given:
+    given = _capabilities(capabilities)
+    if given is None or "all" in given:
         return []
     return [needed for needed in ("compute", "utility") if needed not in given]

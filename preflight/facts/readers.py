@@ -246,6 +246,14 @@ def missing_capabilities(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str,
     return derived.missing_capabilities(capabilities), {"driver_capabilities": shown}
 
 
+def missing_device_nodes(*wanted: str) -> Compute:
+    def compute(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
+        present = facts.section("nvml").get("device_files") or []
+        return derived.missing_device_nodes(present, wanted), {
+            "device_files": ", ".join("/dev/" + name for name in present) or "none"}
+    return compute
+
+
 def gpu_memory(field: str) -> Compute:
     base = per_gpu("memory", field)
 

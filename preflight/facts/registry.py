@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
-from preflight.facts import node_health
+from preflight.facts import derived, node_health
 from preflight.facts import readers as read
 from preflight.facts.readers import PYTHON_DETAILS, WHEEL_DETAILS, Compute
 from preflight.facts.view import SnapshotView, Unknown
@@ -203,6 +203,12 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     Fact("container.capabilities.missing", "list", "driver capabilities (compute, utility) the container lacks",
          ("container",), read.missing_capabilities, details=("driver_capabilities",),
          implies=("container_capabilities",)),
+    _nvml_fact("container.devices.missing", "list", "device nodes every CUDA program opens (/dev/nvidiactl, "
+               "/dev/nvidia-uvm) that this container lacks", read.missing_device_nodes(*derived.CUDA_DEVICE_NODES),
+               ("nvml", "host", "container"), implies=("nvml_ok", "container_compute"), details=("device_files",)),
+    _nvml_fact("container.devices.tools_missing", "list", "/dev/nvidia-uvm-tools when this container lacks it",
+               read.missing_device_nodes(*derived.TOOLS_DEVICE_NODES), ("nvml", "host", "container"),
+               implies=("nvml_ok", "container_compute"), details=("device_files",)),
 ]}
 
 for _fact in REGISTRY.values():

@@ -62,10 +62,12 @@ class ReplayBinding:
         self._devices: List[Dict[str, Any]] = fixture.get("devices", [])
         self._initialised = False
         self.description = fixture.get("description", "")
-        # /dev/nvidia* of the recorded machine: as listed, else what a driver with these GPUs creates.
+        # /dev/nvidia* of the recorded machine: as listed, else what a driver with these GPUs creates once
+        # CUDA has run there (nvidia-modprobe adds the unified-memory nodes on the first CUDA call).
         started = "ok" in self._init
         self.device_files: List[str] = list(fixture.get("device_files") or (
-            ["nvidiactl"] + ["nvidia%d" % i for i in range(len(self._devices))] if started else []))
+            ["nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"] + ["nvidia%d" % i for i in range(len(self._devices))]
+            if started else []))
         # NVIDIA GPUs on the recorded machine's PCI bus (sysfs), where the recording lists them.
         self.pci_gpus: List[str] = list(fixture.get("pci_gpus") or [])
 
