@@ -173,6 +173,7 @@ _WORKLOAD_DETAILS = [
     click.option("--max-objects", type=int, metavar="N", help=MAX_OBJECTS_HELP),
 ]
 WORKLOAD = workload_group()
+FIT = [setting("fit_labels", help=None)]  # check --format nfd and serve --nfd-output publish them
 OUTPUT = click.option("--output", metavar="FILE", shell_complete=_complete_files, help="Write to FILE instead of standard output ('-'): a regular "
                       "file is replaced atomically (a link is followed and kept, unless it lies in a folder others can write "
                       "and neither root nor you own it); a device or pipe is written in place.")
@@ -249,7 +250,7 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
                 kernel_log=values.get("kernel_log"), timeout=values.get("timeout", "10"), use_cache=not values.get("no_cache", False),
                 strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"),
                 config=values.get("config"), given=given, command=context.info_name or "check",
-                facts_from=values.get("facts_from", "auto"))
+                facts_from=values.get("facts_from", "auto"), fit_labels=values.get("fit_labels", ()))
             return function(**kwargs)
         for declaration in reversed(declarations):
             command = declaration(command)
@@ -322,7 +323,7 @@ def cli() -> None:
 @click.option("--color", type=_COLORS, default="auto", show_default=True,
               help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
 @declare(KEEP)
-@check_options(PROBE, WORKLOAD, consume=_names(CHECK))
+@check_options(PROBE, WORKLOAD, FIT, consume=_names(CHECK))
 def check(options, output_format, output, expires_in, quiet, color, report_dir, syslog) -> int:
     """Check this machine and environment against the rules; print a report with a fix for every problem."""
     from preflight.commands import check as command
@@ -472,7 +473,7 @@ def fleet(options, paths, baseline, output_format, output) -> int:
               help="Also write the NFD feature file after every check (as check --format nfd --output FILE).")
 @click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
               help="With --nfd-output: NFD drops the labels if the file is not rewritten within this time.")
-@check_options(PROBE, WORKLOAD, consume=_names(CHECK_WITHOUT_FACTS))
+@check_options(PROBE, WORKLOAD, FIT, consume=_names(CHECK_WITHOUT_FACTS))
 def serve(options, listen, interval, nfd_output, expires_in) -> int:
     """Check every interval and serve the latest result over HTTP: /healthz (200 OK, 503 failing) for
     Kubernetes probes, /metrics for Prometheus, /report as JSON. SIGTERM stops it."""

@@ -54,6 +54,7 @@ class Report:
         self.context = context  # what the run asked of it (the workload, the GPUs expected)
         self.finished_at = time.time()
         self.notes: List[str] = []  # lines for the reader that change no verdict (knowledge that may be stale)
+        self.fits: List[Dict[str, Any]] = []  # --fit-label: the largest batch per GPU of each workload (no verdict)
 
     def blocking(self) -> List[Result]:
         """The results that make the check fail (``blocks``)."""

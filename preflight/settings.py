@@ -109,6 +109,29 @@ def _facts_from(value: Any) -> str:
     return value
 
 
+FIT_TASKS = ("train", "inference")
+
+
+def _fit_labels(value: Any) -> Tuple[str, ...]:
+    """WORKLOAD[:TASK[:IMG]] items, each written out in full (gelan-c -> gelan-c:train:640). Whether the workload
+    exists is checked against the rules (they may add workloads), where the rules are loaded."""
+    import re
+
+    found = []
+    for item in _selectors(value):
+        parts = [part.strip() for part in item.split(":")]
+        if len(parts) > 3 or not re.match(r"^[a-z0-9][a-z0-9._-]{0,40}$", parts[0]):
+            raise ValueError("%r is not WORKLOAD[:TASK[:IMG]] (a workload id such as gelan-c)" % item)
+        task = parts[1] if len(parts) > 1 else "train"
+        if task not in FIT_TASKS:
+            raise ValueError("%r: the task must be train or inference, got %r" % (item, task))
+        size = parts[2] if len(parts) > 2 else "640"
+        if not size.isdigit() or not 32 <= int(size) <= 16384:
+            raise ValueError("%r: the image size must be from 32 to 16384 pixels, got %r" % (item, size))
+        found.append("%s:%s:%d" % (parts[0], task, int(size)))
+    return tuple(found)
+
+
 def string_or_strings() -> Dict[str, Any]:
     return {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 
@@ -163,6 +186,10 @@ SETTINGS: Dict[str, Setting] = {s.key: s for s in [
     Setting("rules", "rules_paths", "--rules", "PATH",
             "Add or override rules from a .toml file or a folder of them (repeatable).", _strings, multiple=True,
             example="--rules site-rules.toml", accumulates=True),
+    Setting("fit_labels", "fit_labels", "--fit-label", "WORKLOAD[:TASK[:IMG]]",
+            "NFD labels of the largest batch per GPU that fits here, for these workloads: gelan-c:train:640 gives "
+            "preflight.fit.gelan-c.train.640=N (repeatable or comma-separated; task train by default, image 640).",
+            _fit_labels, multiple=True, example='fit_labels = ["gelan-c:train:640", "yolov9-e:inference:1280"]'),
     Setting("facts_from", "facts_from", "--facts-from", "auto|machine|log",
             "diagnose: whose facts make fixes concrete: auto uses this machine's unless the log contradicts them "
             "(another host, OS, Python, torch, GPU or driver), machine always, log never (--no-facts).", _facts_from,

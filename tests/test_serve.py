@@ -150,6 +150,20 @@ def test_the_nfd_file_is_written_after_each_check(served, tmp_path):
     assert "preflight.ready=true" in target.read_text()
 
 
+def test_serve_publishes_the_configured_fit_labels(served, tmp_path):
+    site = tmp_path / "site.toml"
+    site.write_text('[defaults]\nfit_labels = ["gelan-c:train:640"]\n')
+    target = tmp_path / "preflight"
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h", "--config", str(site),
+                    "--nfd-output", str(target))
+    server.wait_for_check()
+    end = time.monotonic() + 5
+    while not target.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    plan = json.loads(run_cli("plan", "--workload", "gelan-c", "--gpu", "h200", "--format", "json").stdout)
+    assert "preflight.fit.gelan-c.train.640=%d\n" % plan["gpus"][0]["max_batch"] in target.read_text()
+
+
 def test_bad_listen_addresses_are_clear_errors():
     completed = run_cli("serve", "--listen", "nowhere", subprocess_only=True)
     assert completed.returncode == 2 and "--listen 'nowhere' must be HOST:PORT" in completed.stderr

@@ -8,9 +8,9 @@ Memory is always per GPU; under DDP each of N GPUs holds batch / N images.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from preflight.capacity.workloads import OPTIMIZER_STATE_BYTES, PRECISIONS, GpuModel, Workload
+from preflight.capacity.workloads import ESTIMATED_USABLE, OPTIMIZER_STATE_BYTES, PRECISIONS, GpuModel, Workload
 from preflight.errors import PreflightError
 
 IMG_STRIDE = 32             # YOLOv9 rounds --img up to a multiple of its largest stride
@@ -220,3 +220,34 @@ def fitting_gpus(request: Dict[str, Any], batch: int, gpus: Iterable[GpuModel]) 
     """Catalog GPUs that hold ``batch`` images each, smallest memory first."""
     fitting = [g for g in gpus if required_bytes(request, batch) <= catalog_available(g)]
     return sorted(fitting, key=lambda g: g.memory_mib)
+
+
+def idle_usable(total_bytes: int, catalog: Iterable[GpuModel]) -> Tuple[int, str]:
+    """What one process can allocate on an idle GPU of ``total_bytes`` (NVML's total), and where the figure comes
+    from: the lowest usable figure reported for a catalog GPU of exactly that total, else ESTIMATED_USABLE of it.
+    Free memory is not used: a node's labels must not change with the jobs running on it."""
+    total_mib = total_bytes // 2**20
+    reported = [g for g in catalog if g.usable_mib is not None and g.memory_mib == total_mib]
+    if reported:
+        lowest = min(reported, key=lambda g: g.usable_mib)
+        return lowest.usable_mib * 2**20, "%d MiB usable, as reported for the %s" % (lowest.usable_mib, lowest.name)
+    return int(total_bytes * ESTIMATED_USABLE), "%d%% of %d MiB (estimated)" % (round(ESTIMATED_USABLE * 100),
+                                                                                total_mib)
+
+
+def node_fits(requests: Iterable[Dict[str, Any]], gpus: List[Dict[str, Any]],
+              catalog: Iterable[GpuModel]) -> List[Dict[str, Any]]:
+    """For each sized request, the largest batch per GPU whose whole run fits on every one of ``gpus`` when idle
+    (the smallest GPU decides), with the GPU that decides and its usable memory. No GPU with a known total: []."""
+    sized = [(gpu, idle_usable(gpu["memory"]["total"], catalog)) for gpu in gpus
+             if isinstance((gpu.get("memory") or {}).get("total"), int)]
+    if not sized:
+        return []
+    fits = []
+    for request in requests:
+        batches = [(max_batch(request, usable), gpu, usable, basis) for gpu, (usable, basis) in sized]
+        batch, gpu, usable, basis = min(batches, key=lambda found: found[0])
+        fits.append({"workload": request["id"], "task": request["task"], "imgsz": request["imgsz"],
+                     "precision": request["precision"], "batch": batch, "gpu": gpu.get("index"),
+                     "gpu_name": gpu.get("name"), "usable": usable, "usable_basis": basis})
+    return fits

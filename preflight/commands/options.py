@@ -51,6 +51,7 @@ class _Check(NamedTuple):
     kernel_log: Optional[str]
     command: str
     facts_from: str
+    fit_labels: Tuple[str, ...]
 
 
 class CheckOptions(_Check):
@@ -71,13 +72,15 @@ class CheckOptions(_Check):
                 use_cache: bool = True, strict: bool = False,
                 workload: Optional[WorkloadOptions] = None, expect_gpus: Optional[str] = None,
                 config: Optional[str] = None, given: Iterable[str] = (),
-                kernel_log: Optional[str] = None, command: str = "check", facts_from: str = "auto") -> "CheckOptions":
+                kernel_log: Optional[str] = None, command: str = "check", facts_from: str = "auto",
+                fit_labels: Sequence[str] = ()) -> "CheckOptions":
         # Each setting parsed and checked by its one declaration (preflight.settings), whoever builds the options.
         profile = SETTINGS["profile"].read(profile)
         timeout = SETTINGS["timeout"].read(timeout)
         expect_gpus = SETTINGS["expect_gpus"].read(expect_gpus)
         select, ignore = SETTINGS["select"].read(list(select)), SETTINGS["ignore"].read(list(ignore))
         facts_from = SETTINGS["facts_from"].read(facts_from)
+        fit_labels = SETTINGS["fit_labels"].read(list(fit_labels or ()))
         if facts_file and (python or nvml_fixture or kernel_log):
             given = "--python" if python else "--kernel-log" if kernel_log else \
                 "--nvml-fixture (or PREFLIGHT_NVML_FIXTURE)"
@@ -86,7 +89,7 @@ class CheckOptions(_Check):
         return super().__new__(cls, profile, tuple(rules_paths or ()), select, ignore,
                                tuple(settings or ()), facts_file, python, nvml_fixture, timeout, use_cache, strict,
                                workload, expect_gpus, config, frozenset(given),
-                               kernel_log, command, facts_from)
+                               kernel_log, command, facts_from, fit_labels)
 
     def replace(self, **changes) -> "CheckOptions":
         """A copy with some fields changed, checked like a new one (NamedTuple._replace would skip the checks)."""

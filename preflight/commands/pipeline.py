@@ -44,6 +44,7 @@ class Prepared(NamedTuple):
     settings: Dict[str, Dict[str, str]]  # --set and the configuration's set, by rule id
     workload: Optional[Dict[str, Any]]
     node: Any = None
+    fit_requests: Tuple[Dict[str, Any], ...] = ()  # the workloads of --fit-label / fit_labels, sized
 
     @property
     def options(self) -> CheckOptions:
@@ -78,7 +79,8 @@ def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: 
         where = applied.effective.origins.get("profile") if applied.effective and "profile" not in options.given \
             else None
         admission.require_job_interpreter(options.profile, options.python, " (from %s)" % where.text if where else "")
-    capacity = "capacity" in kinds or options.workload is not None
+    capacity = "capacity" in kinds or options.workload is not None or bool(options.fit_labels) \
+        or site.names_fit_labels(applied.config)
     ruleset = common.load_rules(options.rules_paths, warn, failures="failures" in kinds, capacity=capacity)
     site.validate(applied, ruleset)
     from preflight.engine import selection
@@ -95,7 +97,7 @@ def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: 
                        if "workload" in rule.fact.context]
             warn("--workload has no effect: no selected rule reads it; %s" % (
                 "rules that do: %s" % "; ".join(readers) if readers else "no rule reads a workload"))
-    return Prepared(applied, ruleset, rules, settings, workload, node)
+    return Prepared(applied, ruleset, rules, settings, workload, node, fit_requests(ruleset, options.fit_labels))
 
 
 def observe(prepared: Prepared) -> Tuple[Dict[str, Any], str]:
@@ -129,6 +131,15 @@ def judge(prepared: Prepared, snapshot: Dict[str, Any], source: str = "live",
     seconds = time.monotonic() - started if started is not None else 0.0
     report = Report(prepared.options.profile, results, strict=prepared.options.strict, facts_source=source,
                     seconds=seconds, facts=snapshot, context=run_context)
+    if prepared.fit_requests:
+        from preflight.capacity import estimate
+        from preflight.facts.view import SnapshotView, Unknown
+
+        try:
+            gpus = SnapshotView(snapshot).visible_gpus(readable=True)
+        except Unknown:
+            gpus = []
+        report.fits = estimate.node_fits(prepared.fit_requests, gpus, prepared.ruleset.gpus.values())
     note = stale_note()
     if note:
         report.notes.append(note)
@@ -174,6 +185,19 @@ def workload_request(ruleset: "RuleSet", wanted) -> Dict[str, Any]:
     batch = wanted.batch if wanted.batch is not None else estimate.DEFAULT_BATCH[wanted.task]
     return estimate.make_request(ruleset.workloads, wanted.workload, wanted.task, wanted.precision, batch,
                                  wanted.imgsz, wanted.optimizer, wanted.max_objects)
+
+
+def fit_requests(ruleset: "RuleSet", labels: Sequence[str]) -> Tuple[Dict[str, Any], ...]:
+    """Each WORKLOAD:TASK:IMG of --fit-label sized by the capacity model (its default precision); an unknown
+    workload is bad usage (exit 2), named with the ones there are."""
+    from preflight.capacity import estimate
+
+    requests = []
+    for label in labels:
+        workload, task, imgsz = label.split(":")
+        requests.append(estimate.make_request(ruleset.workloads, workload, task, estimate.DEFAULT_PRECISION[task],
+                                              None, int(imgsz)))
+    return tuple(requests)
 
 
 def split_workload(request: Dict[str, Any], snapshot: Dict[str, Any], ruleset: "RuleSet") -> Dict[str, Any]:

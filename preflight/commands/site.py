@@ -155,10 +155,16 @@ def validate(applied: Applied, ruleset: "loader.RuleSet") -> None:
     if other_rules:  # rule files of sections for other nodes may define the ids those sections name
         from preflight.commands import common
 
-        ruleset = common.load_rules(list(applied.options.rules_paths) + other_rules, None)
+        ruleset = common.load_rules(list(applied.options.rules_paths) + other_rules, None,
+                                    capacity=names_fit_labels(config))
     error = site_config.combined(problems(config, ruleset, (applied.options.profile,)))
     if error is not None:
         raise error
+
+
+def names_fit_labels(config: "Optional[site_config.Config]") -> bool:
+    """Whether a section asks for workload-fit labels (their workloads are checked against the capacity model)."""
+    return config is not None and any("fit_labels" in section.settings for section in config.sections)
 
 
 def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
@@ -179,6 +185,12 @@ def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
                 found.append(site_config.ConfigError("%s: %s: %s" % (
                     section.origin(config.path or "", "set").location, item,
                     exc.message.replace("--set %s: " % item, "", 1)), exc.hint))
+        unknown = [item for item in section.settings.get("fit_labels", ())
+                   if ruleset.workloads and item.split(":")[0] not in ruleset.workloads]
+        if unknown:
+            found.append(site_config.ConfigError("%s: unknown workload in %s" % (
+                section.origin(config.path or "", "fit_labels").location, ", ".join(unknown)),
+                "workloads: %s" % ", ".join(sorted(ruleset.workloads))))
         for key in ("select", "ignore"):
             if key in section.settings:
                 try:

@@ -77,6 +77,9 @@ def render(report: Report, expires_in: Optional[float] = 3600.0) -> str:
     for rule_id, status in _rule_statuses(report).items():
         lines.append("%sstatus.%s=%s" % (PREFIX, rule_id, status))
     lines += _gpu_labels(report)
+    for fit in report.fits:  # a job selects nodes by what fits: preflight.fit.gelan-c.train.640=24 (per GPU)
+        lines.append("%sfit.%s.%s.%d=%d" % (PREFIX, label_value(fit["workload"]), fit["task"], fit["imgsz"],
+                                             fit["batch"]))
     for check, seen in report.coverage().items():  # a skipped check is said, never silent
         lines.append("%scoverage.%s=%s" % (PREFIX, check, "true" if seen["covered"] else "false"))
     return "\n".join(lines) + "\n"
