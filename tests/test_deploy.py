@@ -7,6 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import REPO
@@ -41,9 +42,60 @@ def containers(doc):
 def test_every_manifest_is_valid_yaml_with_a_kind():
     docs = manifests()
     assert {name for name, _ in docs} == {"nfd-daemonset.yaml", "training-job-init-container.yaml",
-                                          "prometheusrule.yaml", "nfd-taint-not-ready.yaml"}
+                                          "prometheusrule.yaml", "nfd-taint-not-ready.yaml",
+                                          "node-readiness-rule.yaml"}
     for _, doc in docs:
         assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"]
+
+
+# Kinds kubernetes-validate has no schema for (custom resources): each is checked by a test of its own below
+# against the rules its controller's CRD states.
+CUSTOM_KINDS = {"NodeFeatureRule", "PrometheusRule", "NodeReadinessRule"}
+
+
+def test_every_built_in_resource_passes_the_kubernetes_schema_strictly():
+    import kubernetes_validate
+
+    checked = []
+    for name, doc in manifests():
+        if doc["kind"] in CUSTOM_KINDS:
+            continue
+        # strict: a misspelt or misplaced field (securityContext one level off, say) is an error, not ignored
+        kubernetes_validate.validate(doc, "1.37.0", strict=True)
+        checked.append((name, doc["kind"]))
+    assert sorted(checked) == [("nfd-daemonset.yaml", "DaemonSet"), ("training-job-init-container.yaml", "Job")]
+    broken = next(doc for name, doc in manifests() if doc["kind"] == "DaemonSet")
+    broken["spec"]["template"]["spec"]["containers"][0]["securityContxt"] = {"privileged": True}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, "1.37.0", strict=True)
+
+
+def test_the_readiness_gate_waits_for_a_passing_preflight():
+    [rule] = [doc for name, doc in manifests() if name == "node-readiness-rule.yaml"]
+    spec = rule["spec"]
+    assert rule["apiVersion"] == "readiness.node.x-k8s.io/v1alpha1"
+    # The CRD's validations (config/crd/bases/readiness.node.x-k8s.io_nodereadinessrules.yaml, v0.5.0): the taint
+    # key starts with readiness.k8s.io/ and has exactly one '/'; 1 to 32 conditions with type and requiredStatus.
+    taint = spec["taint"]
+    assert taint["key"].startswith("readiness.k8s.io/") and taint["key"].count("/") == 1
+    assert taint["effect"] == "NoSchedule" and spec["enforcementMode"] == "continuous"
+    # The condition is the one node-problem-detector sets from preflight's npd output; only False (preflight
+    # passed) admits. No defaultStatus: a node whose condition is not there yet counts as Unknown, so stays tainted.
+    config = json.loads((DEPLOY / "kubernetes" / "node-problem-detector-preflight.json").read_text())
+    permanent = {r["condition"] for r in config["rules"] if r["type"] == "permanent"}
+    assert spec["conditions"] == [{"type": "GPUPreflightProblem", "requiredStatus": "False"}]
+    assert permanent == {"GPUPreflightProblem"}
+    # node-problem-detector sets a permanent condition False on exit 0, True on 1, Unknown on 2.
+    from conftest import nvml_fixture, run_cli
+
+    assert run_cli("check", "--profile", "node", "--nvml-fixture", nvml_fixture("h200-driver580.json"),
+                   "--format", "npd").returncode == 0
+    assert run_cli("check", "--profile", "node", "--nvml-fixture",
+                   nvml_fixture("2x-a100-40g-driver550-ecc.json"), "--format", "npd").returncode == 1
+    # preflight's own DaemonSet runs on a tainted node: it is what reports the node healthy.
+    [daemonset] = [doc for name, doc in manifests() if doc["kind"] == "DaemonSet"]
+    assert {"key": taint["key"], "operator": "Exists", "effect": "NoSchedule"} in \
+        daemonset["spec"]["template"]["spec"]["tolerations"]
 
 
 def test_the_daemonset_serves_checks_and_writes_the_nfd_feature_file_where_nfd_reads_it():

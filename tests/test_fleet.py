@@ -207,6 +207,48 @@ def test_the_html_report_works_in_a_real_browser(fleet_dir, tmp_path):
         browser.close()
 
 
+def test_the_html_legend_colours_and_grouped_rows_in_a_real_browser(fleet_dir, tmp_path):
+    """What a reader sees, read from the rendered page (computed styles, click results), not from a screenshot."""
+    sync_playwright, executable = _browser()
+    page_file = tmp_path / "fleet.html"
+    fleet(str(fleet_dir), "--format", "html", "--output", str(page_file), code=1)
+    document = json.loads(fleet(str(fleet_dir), "--format", "json").stdout)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto(page_file.as_uri())
+        legend = page.locator("#legend")
+        assert legend.is_visible()
+        assert legend.locator("span.key").count() == 7
+        background = "e => getComputedStyle(e).backgroundColor"
+        failing = page.locator("#matrix td.s-fail").first.evaluate(background)
+        warning = page.locator("#matrix td.s-failwarn, #matrix td.s-warn").first.evaluate(background)
+        assert failing == "rgb(247, 197, 192)" and warning == "rgb(251, 230, 168)"  # red and amber
+        # Each matrix colour is the legend's colour for the same meaning.
+        assert legend.locator("span.key.s-fail").evaluate(background) == failing
+        assert legend.locator("span.key.s-failwarn").first.evaluate(background) == warning
+        # A warning-severity rule's section is drawn as a warning, titled with what fails.
+        assert document["warnings"]  # the generated fleet has warning-severity failures (driver.version, ...)
+        section = page.locator("details.failure.warning").first
+        assert section.evaluate("e => getComputedStyle(e).borderTopColor") == "rgb(231, 198, 106)"
+        title = page.locator("details.failure summary").first.inner_text()
+        assert " on " in title and "it checks:" in title
+        # Identical nodes share a row whose name opens to the folded node list.
+        grouped = page.locator("#matrix th.node details").first
+        assert grouped.evaluate("d => d.open") is False
+        grouped.locator("summary").click()
+        assert grouped.evaluate("d => d.open") is True and "node-" in grouped.locator("code").inner_text()
+        # No column is skipped (or unreported) on every node: such a column would say nothing.
+        columns = page.evaluate("""() => {
+            const rows = [...document.querySelectorAll('#matrix tbody tr')];
+            const width = rows[0].querySelectorAll('td').length;
+            return [...Array(width).keys()].map(i => rows.every(
+                r => ['s-skip', 's-none'].includes(r.querySelectorAll('td')[i].className)));
+        }""")
+        assert columns and not any(columns)
+        browser.close()
+
+
 def test_the_site_configuration_applies_per_node(fleet_dir, tmp_path):
     config = tmp_path / "config.toml"
     config.write_text('[defaults]\nprofile = "node"\n\n[[match]]\nhosts = ["node-0000*"]\nexpect_gpus = 16\n\n'

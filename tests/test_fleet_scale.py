@@ -129,6 +129,8 @@ def _query(port: int, expression: str):
         with urllib.request.urlopen(url, timeout=5) as response:
             return json.loads(response.read())["data"]["result"]
     except urllib.error.HTTPError as exc:
+        if exc.code == 503:  # Prometheus answers 503 until its storage is open: not an answer yet
+            raise ConnectionError("%s: Prometheus is not ready yet" % expression)
         raise AssertionError("%s: %s" % (expression, exc.read().decode()))
 
 
