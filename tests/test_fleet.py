@@ -7,6 +7,7 @@ import csv
 import gzip
 import importlib.util
 import io
+import contextlib
 import json
 import shutil
 
@@ -171,18 +172,27 @@ def _browser():
     return sync_playwright, executable
 
 
-def test_the_html_report_works_in_a_real_browser(fleet_dir, tmp_path):
+@contextlib.contextmanager
+def _fleet_page(fleet_dir, tmp_path):
+    """The fleet's HTML page in headless Chromium (not yet loaded), with the same fleet as JSON."""
     sync_playwright, executable = _browser()
     page_file = tmp_path / "fleet.html"
     fleet(str(fleet_dir), "--format", "html", "--output", str(page_file), code=1)
     document = json.loads(fleet(str(fleet_dir), "--format", "json").stdout)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        page = browser.new_page()
+        try:
+            yield browser.new_page(), page_file.as_uri(), document
+        finally:
+            browser.close()
+
+
+def test_the_html_report_works_in_a_real_browser(fleet_dir, tmp_path):
+    with _fleet_page(fleet_dir, tmp_path) as (page, address, document):
         requests, errors = [], []
         page.on("request", lambda request: requests.append(request.url))
         page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-        page.goto(page_file.as_uri())
+        page.goto(address)
         assert page.title() == "preflight fleet: 62 nodes, %d failing" % document["summary"]["failing"]
         assert [url for url in requests if not url.startswith("file:")] == []  # self-contained
         assert errors == []
@@ -204,19 +214,12 @@ def test_the_html_report_works_in_a_real_browser(fleet_dir, tmp_path):
         assert details.evaluate("d => d.open") is True
         assert "Take this GPU" in details.inner_text() or details.inner_text()
         assert page.locator("svg").count() == 6  # one drift chart per key
-        browser.close()
 
 
 def test_the_html_legend_colours_and_grouped_rows_in_a_real_browser(fleet_dir, tmp_path):
     """What a reader sees, read from the rendered page (computed styles, click results), not from a screenshot."""
-    sync_playwright, executable = _browser()
-    page_file = tmp_path / "fleet.html"
-    fleet(str(fleet_dir), "--format", "html", "--output", str(page_file), code=1)
-    document = json.loads(fleet(str(fleet_dir), "--format", "json").stdout)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        page = browser.new_page()
-        page.goto(page_file.as_uri())
+    with _fleet_page(fleet_dir, tmp_path) as (page, address, document):
+        page.goto(address)
         legend = page.locator("#legend")
         assert legend.is_visible()
         assert legend.locator("span.key").count() == 7
@@ -246,7 +249,6 @@ def test_the_html_legend_colours_and_grouped_rows_in_a_real_browser(fleet_dir, t
                 r => ['s-skip', 's-none'].includes(r.querySelectorAll('td')[i].className)));
         }""")
         assert columns and not any(columns)
-        browser.close()
 
 
 def test_the_site_configuration_applies_per_node(fleet_dir, tmp_path):
