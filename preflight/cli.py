@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import click
 
@@ -171,6 +171,12 @@ _WORKLOAD_DETAILS = [
                  help="Training optimizer (train.py/train_dual.py --optimizer): Adam and AdamW keep 4 more bytes of "
                       "state per parameter than SGD."),
     click.option("--max-objects", type=int, metavar="N", help=MAX_OBJECTS_HELP),
+    click.option("--instances-per-batch", type=int, metavar="N",
+                 help="Instead of --max-objects: the largest Instances figure your training log shows for one batch; "
+                      "taken as the most in one image (all could be in one: conservative)."),
+    click.option("--labels", "labels", metavar="DIR", shell_complete=_complete_folders,
+                 help="Instead of --max-objects: the dataset's YOLO label folder; the most lines in one label file "
+                      "is the exact count."),
 ]
 WORKLOAD = workload_group()
 FIT = [setting("fit_labels", help=None)]  # check --format nfd and serve --nfd-output publish them
@@ -196,14 +202,17 @@ def _workload(values: Dict[str, Any], profile: str):
                                         ("--half", "half")) if values.get(key)]
         if values.get("optimizer", "SGD") != "SGD":
             given.append("--optimizer")
-        if values.get("max_objects") is not None:
-            given.append("--max-objects")
+        for flag, key in (("--max-objects", "max_objects"), ("--instances-per-batch", "instances_per_batch"),
+                          ("--labels", "labels")):
+            if values.get(key) is not None:
+                given.append(flag)
         if given or values.get("imgsz", 640) != 640:
             raise click.UsageError("%s only mean something with --workload" % ", ".join(given or ["--img"]))
         return None
     task = values["task"] or ("inference" if profile == "inference" else "train")
     return WorkloadOptions(values["workload"], task, values["batch"], values["imgsz"], values["fp32"], values["half"],
-                           values.get("optimizer", "SGD"), values.get("max_objects"))
+                           values.get("optimizer", "SGD"), values.get("max_objects"),
+                           values.get("instances_per_batch"), values.get("labels"))
 
 
 KEEP = [
@@ -414,6 +423,10 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
               help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
 @click.option("--gpu-memory", metavar="SIZE", help="Plan for one GPU that is not in the catalog: its total memory "
               "as nvidia-smi shows it (6GiB, 6144MiB); usable memory is estimated at 97% of it.")
+@click.option("--gpus", type=int, default=1, show_default=True, metavar="N",
+              help="GPUs of each kind the run uses under torchrun (DDP): the total --batch is split over them, each "
+                   "row judges rank 0's share (the tightest: only rank 0 validates), and the largest batches are "
+                   "totals over the N GPUs.")
 @click.option("--cc", "compute_capability", metavar="X.Y", help="With --gpu-memory: that GPU's compute capability "
               "(8.6), to say whether PyTorch supports its architecture.")
 @click.option("--format", "output_format", type=click.Choice(format_names("plan")), default="text",
@@ -430,8 +443,17 @@ def diagnose(options, log, output_format, no_facts, list_catalog, color, output)
 @CONFIG
 @check_options(consume=tuple(_names(workload_group(required=True))) + (
     "facts_file", "nvml_fixture", "timeout", "rules_paths", "config"))
-def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, output, color) -> int:
-    """Will a workload fit, and which GPU to use: memory needed, whether it fits, and the largest batch, per GPU."""
+def plan(options, gpu_filters, gpu_memory, compute_capability, gpus, output_format, output, color) -> int:
+    """Will a workload fit, and which GPU to use: memory needed, the verdict, and the largest batches, per GPU.
+
+    \b
+    Verdicts: fits (the whole run's peak, validation cache and margin included, is
+    within the usable memory); tight (only the training steps' own need is: it
+    should run, as PyTorch gives back cached memory before it runs out); does not
+    fit (not even the training steps). --batch is the trainer's total batch; with
+    --gpus N it is split over N GPUs as torchrun (DDP) splits it, rank 0 (which
+    alone validates) is judged, and the largest batches are totals over the N.
+    """
     from preflight.commands import plan as command
 
     if compute_capability is not None and gpu_memory is None:
@@ -439,7 +461,7 @@ def plan(options, gpu_filters, gpu_memory, compute_capability, output_format, ou
     if gpu_memory is not None and gpu_filters:
         raise click.UsageError("--gpu-memory plans for that GPU alone; leave out --gpu")
     custom = command.custom_gpu(gpu_memory, compute_capability) if gpu_memory is not None else None
-    return command.main(options, list(gpu_filters), _shown(output_format, output, color=color), _warn, custom)
+    return command.main(options, list(gpu_filters), _shown(output_format, output, color=color), _warn, custom, gpus)
 
 
 @cli.command()
@@ -692,8 +714,9 @@ HELP = {
         "preflight fleet reports/ --format html --output fleet.html",
         "preflight fleet http://gpu01:10480 http://gpu02:10480 --baseline gpu01"]),
     "plan": ("Will a workload fit, and on which GPU.", [
-        "preflight plan --workload gelan-c", "preflight plan --workload yolov9-c --batch 32 --gpu 4090 --gpu a100",
-        "preflight plan --workload gelan-c --gpu-memory 6GiB --cc 8.6"]),
+        "preflight plan --workload yolov9-c --batch 32 --gpu 4090 --gpu a100",
+        "preflight plan --workload yolov9-e --batch 64 --gpus 8 --gpu h100",
+        "preflight plan --workload gelan-c --labels datasets/mine/labels --gpu-memory 6GiB"]),
     "rules": ("List the rules (the defaults plus any --rules).", [
         "preflight rules --profile node", "preflight rules --format markdown"]),
     "schema": ("Print the JSON Schema of a document preflight writes or reads.", [

@@ -38,8 +38,9 @@ def test_check_diagnose_and_plan_fit_the_width(columns):
 
 
 def test_commands_are_never_broken():
-    text = run_cli("check", "--nvml-fixture", RTX3060, "--workload", "yolov9-c", "--batch", "64",
-                   env={"COLUMNS": "80"}).stdout
+    # One of two A100s visible, a batch two of them hold: the fix's torchrun line spreads it over both.
+    text = run_cli("check", "--nvml-fixture", nvml_fixture("2x-a100-40g-driver550-ecc.json"), "--workload",
+                   "gelan-c", "--batch", "96", env={"COLUMNS": "80", "CUDA_VISIBLE_DEVICES": "0"}).stdout
     commands = [line for line in text.splitlines() if line.lstrip().startswith("$ ")]
     assert any("torchrun --nproc_per_node" in line and line.rstrip().endswith("--close-mosaic 15")
                for line in commands)

@@ -24,7 +24,9 @@ A GPU: ``id``, ``name``, ``memory_mib`` (the total NVML reports with the ECC
 state ``ecc`` assumed), ``compute_capability``, ``source``, and where known
 ``usable_mib``: what one process can allocate (PyTorch's ``total_memory``, what
 YOLO banners print), 1-3% below the total on current drivers, with
-``usable_source`` (where the figure was seen and on which driver generation).
+``usable_source`` (where the figure was seen and on which driver generation);
+a list of figures where drivers and cloud images differ (a T4 gives 14913 MiB on
+current Colab, 14931 on AWS, 15102 on older drivers), judged by the lowest.
 Without it the usable memory is estimated at ESTIMATED_USABLE of the total.
 """
 
@@ -73,8 +75,9 @@ class GpuModel(NamedTuple):
     compute_capability: str
     source: str
     ecc: str = "none"
-    usable_mib: Optional[int] = None
+    usable_mib: Optional[int] = None  # the lowest of ``usable_figures``: what is judged with
     usable_source: str = ""
+    usable_figures: Tuple[int, ...] = ()  # every figure reported (MiB), in the catalog's order
 
     @property
     def memory_bytes(self) -> int:

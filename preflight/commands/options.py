@@ -15,21 +15,35 @@ class _Workload(NamedTuple):
     precision: str
     optimizer: str
     max_objects: Optional[int]
+    objects_source: str
 
 
 class WorkloadOptions(_Workload):
     """A workload to size: --workload, --task, --batch, --img, the precision --fp32/--half give, --optimizer and
-    --max-objects."""
+    the most objects in one image (--max-objects, or found from --instances-per-batch or --labels: at most one
+    of the three; ``objects_source`` says how it was found)."""
 
     __slots__ = ()
 
     def __new__(cls, workload: str, task: str = "train", batch: Optional[int] = None, imgsz: int = 640,
                 fp32: bool = False, half: bool = False, optimizer: str = "SGD",
-                max_objects: Optional[int] = None) -> "WorkloadOptions":
+                max_objects: Optional[int] = None, instances_per_batch: Optional[int] = None,
+                labels: Optional[str] = None) -> "WorkloadOptions":
+        from preflight.capacity import objects
         from preflight.capacity.estimate import precision_for
 
+        given = [flag for flag, value in (("--max-objects", max_objects), ("--instances-per-batch",
+                 instances_per_batch), ("--labels", labels)) if value is not None]
+        if len(given) > 1:
+            raise PreflightError("%s each say how many objects an image holds: give one of them" % " and ".join(given),
+                                 "--labels DIR counts them exactly; --instances-per-batch N takes your log's figure")
+        source = ""
+        if instances_per_batch is not None:
+            max_objects, source = objects.from_instances(instances_per_batch)
+        elif labels is not None:
+            max_objects, source = objects.from_labels(labels)
         return super().__new__(cls, workload, task, batch, imgsz, precision_for(task, fp32, half), optimizer,
-                               max_objects)
+                               max_objects, source)
 
 
 class _Check(NamedTuple):

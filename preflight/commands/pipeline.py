@@ -184,7 +184,7 @@ def workload_request(ruleset: "RuleSet", wanted) -> Dict[str, Any]:
 
     batch = wanted.batch if wanted.batch is not None else estimate.DEFAULT_BATCH[wanted.task]
     return estimate.make_request(ruleset.workloads, wanted.workload, wanted.task, wanted.precision, batch,
-                                 wanted.imgsz, wanted.optimizer, wanted.max_objects)
+                                 wanted.imgsz, wanted.optimizer, wanted.max_objects, wanted.objects_source)
 
 
 def fit_requests(ruleset: "RuleSet", labels: Sequence[str]) -> Tuple[Dict[str, Any], ...]:

@@ -39,13 +39,19 @@ def custom_gpu(size: str, compute_capability: Optional[str]):
     return GpuModel("custom", "custom GPU (%d MiB)" % mib, mib, compute_capability or "", "--gpu-memory %s" % size)
 
 
-def run(options: CheckOptions, gpu_filters: List[str], warn: common.Warn = None, custom=None) -> Plan:
+MAX_PLAN_GPUS = 1024
+
+
+def run(options: CheckOptions, gpu_filters: List[str], warn: common.Warn = None, custom=None, gpus: int = 1) -> Plan:
+    if not 1 <= gpus <= MAX_PLAN_GPUS:
+        raise PreflightError("--gpus must be from 1 to %d, got %d" % (MAX_PLAN_GPUS, gpus),
+                             "the GPUs the run spreads its total --batch over under torchrun (DDP)")
     prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
     request = prepared.workload  # sized for the trainers' default batch when none is given
     if custom is not None:  # that GPU alone: this machine's are not probed
-        return plan(request, prepared.ruleset, None, gpu_filters, custom)
+        return plan(request, prepared.ruleset, None, gpu_filters, custom, gpus)
     snapshot, _ = common.snapshot(prepared.options, {"nvml"}, [], prepared.applied.early_facts)
-    return plan(request, prepared.ruleset, snapshot, gpu_filters)
+    return plan(request, prepared.ruleset, snapshot, gpu_filters, gpus=gpus)
 
 
 def _arch(rule, compute_capability: Optional[str]) -> str:
@@ -76,9 +82,11 @@ def _chosen(gpus, filters: List[str]):
 
 
 def plan(request: Dict[str, Any], ruleset: "RuleSet", snapshot: Optional[Dict[str, Any]], filters: List[str],
-         custom: Optional[GpuModel] = None) -> Plan:
-    """Every catalog GPU (or those ``filters`` name) and this machine's; or ``custom`` alone."""
-    batch = request["batch"] or 1
+         custom: Optional[GpuModel] = None, gpus: int = 1) -> Plan:
+    """Every catalog GPU (or those ``filters`` name) and this machine's; or ``custom`` alone. ``request["batch"]``
+    is the trainers' total, split over ``gpus`` as DDP splits it; each row judges rank 0's share (the tightest:
+    it also validates), and its largest batches are totals over the ``gpus``."""
+    batch = estimate.per_gpu_batch(request["batch"] or 1, gpus)
     required = estimate.required_bytes(request, batch)
     rule = ruleset.rules.get("gpu.compute_capability")
     catalog = sorted(ruleset.gpus.values(), key=lambda g: g.memory_mib)
@@ -86,15 +94,22 @@ def plan(request: Dict[str, Any], ruleset: "RuleSet", snapshot: Optional[Dict[st
     for gpu in [custom] if custom is not None else _chosen(catalog, filters):
         available = estimate.catalog_available(gpu)
         cc = gpu.compute_capability or None
-        rows.append(Row(gpu.name, "custom" if gpu is custom else "catalog", gpu.id, gpu.memory_bytes, available, cc,
-                        _arch(rule, cc), required, required <= available, estimate.max_batch(request, available),
-                        gpu.usable_basis, None if gpu is custom else gpu.ecc))
-    machine_rows, note = _this_machine(request, batch, required, rule, snapshot)
+        rows.append(_row(request, batch, gpus, gpu.name, "custom" if gpu is custom else "catalog", gpu.id,
+                         gpu.memory_bytes, available, cc, _arch(rule, cc), gpu.usable_basis,
+                         None if gpu is custom else gpu.ecc, gpu.usable_figures))
+    machine_rows, note = _this_machine(request, batch, gpus, rule, snapshot)
     smallest = [g.name for g in estimate.fitting_gpus(request, batch, catalog)[:3]]
-    return Plan(request, batch, rows + machine_rows, smallest, note)
+    return Plan(request, batch, rows + machine_rows, smallest, note, gpus)
 
 
-def _this_machine(request, batch: int, required: int, rule, snapshot):
+def _row(request, batch: int, gpus: int, name: str, source: str, subject: str, memory: int, available: int,
+         cc: Optional[str], arch: str, usable: str = "free now", ecc: Optional[str] = None, figures=()) -> Row:
+    return Row(name, source, subject, memory, available, cc, arch, estimate.required_bytes(request, batch),
+               estimate.verdict(request, batch, available), estimate.max_batch(request, available) * gpus,
+               estimate.max_tight_batch(request, available) * gpus, usable, ecc, tuple(figures))
+
+
+def _this_machine(request, batch: int, gpus: int, rule, snapshot):
     if snapshot is None:
         return [], None
     facts = SnapshotView(snapshot)
@@ -108,20 +123,19 @@ def _this_machine(request, batch: int, required: int, rule, snapshot):
             memory = gpu.get("memory") or {}
             if memory.get("free") is None or memory.get("total") is None:
                 continue
-            free = memory["free"]
-            rows.append(Row(gpu.get("name") or "GPU %d" % index, "this machine", "gpu%d" % index, memory["total"], free,
-                            gpu.get("compute_capability"), _arch(rule, gpu.get("compute_capability")), required,
-                            required <= free, estimate.max_batch(request, free)))
+            rows.append(_row(request, batch, gpus, gpu.get("name") or "GPU %d" % index, "this machine",
+                             "gpu%d" % index, memory["total"], memory["free"], gpu.get("compute_capability"),
+                             _arch(rule, gpu.get("compute_capability"))))
         return rows, None if rows else "no GPU is visible here"
     except Unknown as unknown:
         return [], "this machine's GPUs are unknown: %s" % unknown
 
 
 def main(options: CheckOptions, gpu_filters: List[str], shown: OutputOptions, warn: common.Warn = None,
-         custom=None) -> int:
+         custom=None, gpus: int = 1) -> int:
     from preflight.output import emit
     from preflight.render import formats
 
-    result = run(options, gpu_filters, warn, custom)
+    result = run(options, gpu_filters, warn, custom, gpus)
     emit(formats.render("plan", result, shown.format, color=shown.colored()), shown.output)
     return ExitCode.OK

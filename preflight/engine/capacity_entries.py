@@ -78,11 +78,20 @@ def build_gpu(raw: Dict[str, Any], path: str, ruleset: "RuleSet", table=()) -> G
     if ecc not in ECC_STATES:
         raise entry.error("'ecc' must be one of %s (the state memory_mib was seen in), found %r"
                           % (", ".join(ECC_STATES), ecc))
-    usable = entry.integer("usable_mib", 1, required=False)
-    if usable is not None and usable > memory_mib:
-        raise entry.error("'usable_mib' (%d) cannot be more than 'memory_mib' (%d)" % (usable, memory_mib))
+    # One figure, or every figure reported (they differ by driver and cloud image): the lowest is judged with.
+    figures = raw.get("usable_mib")
+    if isinstance(figures, list):
+        if not figures or not all(isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in figures):
+            raise entry.error("'usable_mib' must be a MiB count or a list of them, found %r" % (figures,))
+        figures = tuple(figures)
+    else:
+        single = entry.integer("usable_mib", 1, required=False)
+        figures = () if single is None else (single,)
+    if figures and max(figures) > memory_mib:
+        raise entry.error("'usable_mib' (%d) cannot be more than 'memory_mib' (%d)" % (max(figures), memory_mib))
     usable_source = entry.string("usable_source")
-    if usable is not None and not usable_source:
-        raise entry.error("'usable_mib' needs 'usable_source': where the figure was seen, on which driver")
+    if figures and not usable_source:
+        raise entry.error("'usable_mib' needs 'usable_source': where each figure was seen, on which driver")
     return GpuModel(entry.entry_id, entry.string("name", required=True), memory_mib, cc,
-                    entry.string("source", required=True), ecc, usable, usable_source)
+                    entry.string("source", required=True), ecc, min(figures) if figures else None, usable_source,
+                    figures)

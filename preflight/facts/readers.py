@@ -271,7 +271,8 @@ def gpu_memory(field: str) -> Compute:
 
 
 def workload_fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
-    """Does the requested workload (check --workload) fit in this GPU's free memory?"""
+    """Does the requested workload (check --workload) fit in this GPU's free memory: fits, tight (it should run,
+    with no headroom), or too big?"""
     from preflight.capacity import estimate
 
     request = facts.context.workload
@@ -281,15 +282,23 @@ def workload_fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     if free is None:
         raise Unknown("NVML gave no free memory for GPU %s" % (gpu or {}).get("index"))
     batch = request["per_gpu_batch"]
+    rank0 = gpu is None or request["gpus"] == 1 or gpu.get("index") == facts.visible_indices()[0]
+    if not rank0:
+        request = estimate.without_validation(request)  # under DDP only rank 0 runs the validation pass
     required = estimate.required_bytes(request, batch)
-    most = estimate.max_batch(request, free)
-    if required <= free:
-        value = "fits"
+    most, most_tight = estimate.max_batch(request, free), estimate.max_tight_batch(request, free)
+    found = estimate.verdict(request, batch, free)
+    if found == estimate.DOES_NOT_FIT:
+        value = "%s_too_big%s" % (request["task"], "" if most_tight else "_at_batch_1")
     else:
-        value = "%s_too_big%s" % (request["task"], "" if most else "_at_batch_1")
+        value = found
     needed = int(math.ceil(request["batch"] / most)) if most else None  # GPUs like this one for the whole batch
-    if needed is not None and needed > estimate.MAX_SPREAD:
-        needed = None  # no single torchrun command spreads that far: the fix leaves the suggestion out
+    try:
+        machine = len(facts.machine_gpus())
+    except Unknown:
+        machine = request["gpus"]
+    if needed is not None and (needed > machine or needed > estimate.MAX_SPREAD):
+        needed = None  # never a torchrun over GPUs this machine does not have: the fix leaves the suggestion out
     smaller = estimate.largest_imgsz(request, batch, free)
     smallest_run = estimate.largest_imgsz(request, 1, free)
     details = gpu_memory("free")(facts, gpu)[1]
@@ -297,11 +306,16 @@ def workload_fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
         workload=request["id"], task=request["task"], precision_text=estimate.setup_words(request),
         batch=request["batch"], per_gpu_batch=batch, gpus=request["gpus"], imgsz=request["imgsz"],
         required=units.format_bytes(required), free=units.format_bytes(free), max_batch=most,
-        max_batch_total=most * request["gpus"], train_script=request.get("train_script", "train_dual.py"),
+        steps_need=units.format_bytes(estimate.steps_need_bytes(request, batch)),
+        max_tight_batch=most_tight, max_batch_total=most * request["gpus"],
+        train_script=request.get("train_script", "train_dual.py"),
         val_script=request.get("train_script", "train_dual.py").replace("train", "val", 1),
-        max_batch_spread=(" (%d in all over the %d GPUs under torchrun)" % (most * request["gpus"], request["gpus"])
-                          if request["gpus"] > 1 else ""),
+        max_batch_spread=(" (--batch-size %d in all over the %d GPUs under torchrun)" % (
+            most * request["gpus"], request["gpus"]) if request["gpus"] > 1 else ""),
+        rank=("" if request["gpus"] == 1 else " (rank 0: it also runs the validation pass)" if rank0 else
+              " (not rank 0: no validation pass here)"),
         smaller_img=smaller or "none", smaller_img_batch1=smallest_run or "none", gpus_needed=needed,
+        machine_gpus=machine,
         device_list=",".join(str(i) for i in range(needed or 1)), bigger_gpus=", ".join(request["catalog_fits"][:3])
         or "none in the catalog", margin_text="%d%%" % round(request["margin"] * 100),
         measured_on=request["measured_on"], estimate_notes="; ".join(request["notes"]) or None,

@@ -123,13 +123,15 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
               implies=("nvml_ok", "gpu_visible", "torch_cuda"),
               values=("sass", "ptx", "ptx_needs_newer_driver", "none", "unconfirmed")),
     _gpu_fact("gpu.workload.fit", "enum",
-              "whether the requested workload (check --workload) fits in the GPU's free memory", read.workload_fit,
+              "whether the requested workload (check --workload) fits in the GPU's free memory (fits, tight: only the "
+              "training steps' own need does, or too big)", read.workload_fit,
               details=("gpu_processes", "workload", "task", "precision_text", "batch", "train_script", "val_script",
                        "max_batch_spread", "per_gpu_batch", "gpus", "imgsz", "required", "free", "max_batch",
                        "max_batch_total", "smaller_img", "smaller_img_batch1", "gpus_needed", "device_list",
-                       "bigger_gpus", "margin_text", "measured_on", "estimate_notes"),
+                       "bigger_gpus", "margin_text", "measured_on", "estimate_notes", "steps_need",
+                       "max_tight_batch", "rank", "machine_gpus"),
               implies=("workload_requested", "nvml_ok", "gpu_visible"), context=("workload",),
-              values=("fits", "train_too_big", "train_too_big_at_batch_1", "inference_too_big",
+              values=("fits", "tight", "train_too_big", "train_too_big_at_batch_1", "inference_too_big",
                       "inference_too_big_at_batch_1")),
     # node health: NVML values read only for rules that need them (nvml_health), and the kernel log
     _judged("gpu.pcie", "the PCIe link: width and generation against the most the GPU and slot allow, replays",
