@@ -180,6 +180,19 @@ _WORKLOAD_DETAILS = [
 ]
 WORKLOAD = workload_group()
 FIT = [setting("fit_labels", help=None)]  # check --format nfd and serve --nfd-output publish them
+SMOKE_TIMEOUT = "60"  # the active test's default deadline: a few seconds per GPU plus torch's import
+SMOKE = [
+    click.option("--device", "smoke_device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
+                 show_default=True, help="Where the active test runs: auto takes the GPUs on a machine with an "
+                 "NVIDIA driver (a failure there is a finding), else the CPU; cpu runs its logic without a GPU."),
+    click.option("--gpus", "smoke_gpus", metavar="LIST", help="CUDA indices to test, e.g. 0,1 [default: every "
+                 "visible GPU]."),
+    click.option("--memory-share", "smoke_memory_share", type=float, default=0.5, show_default=True,
+                 metavar="FRACTION", help="Share of each GPU's free memory the memory test writes and reads back."),
+    click.option("--repo", "smoke_repo", metavar="PATH", shell_complete=_complete_folders,
+                 help="A YOLOv9 checkout: with --workload, measure that workload's training steps there (its own "
+                      "models/ and loss) beside plan's estimate. Nothing in it is changed."),
+]
 OUTPUT = click.option("--output", metavar="FILE", shell_complete=_complete_files, help="Write to FILE instead of standard output ('-'): a regular "
                       "file is replaced atomically (a link is followed and kept, unless it lies in a folder others can write "
                       "and neither root nor you own it); a device or pipe is written in place.")
@@ -213,6 +226,25 @@ def _workload(values: Dict[str, Any], profile: str):
     return WorkloadOptions(values["workload"], task, values["batch"], values["imgsz"], values["fp32"], values["half"],
                            values.get("optimizer", "SGD"), values.get("max_objects"),
                            values.get("instances_per_batch"), values.get("labels"))
+
+
+def _smoke(values: Dict[str, Any]):
+    from preflight.commands.options import SmokeOptions
+
+    gpus: Tuple[int, ...] = ()
+    if values.get("smoke_gpus"):
+        try:
+            gpus = tuple(int(part) for part in values["smoke_gpus"].split(",") if part.strip())
+        except ValueError:
+            raise click.BadParameter("a list of CUDA indices such as 0,1, got %r" % values["smoke_gpus"],
+                                     param_hint="--gpus")
+    share = values.get("smoke_memory_share", 0.5)
+    if not 0 < share <= 0.95:
+        raise click.BadParameter("must be more than 0 and at most 0.95 (the test must leave the GPU room), got %s"
+                                 % share, param_hint="--memory-share")
+    if values.get("smoke_repo") and not values.get("workload"):
+        raise click.UsageError("--repo measures a workload: give --workload too (e.g. --workload gelan-c)")
+    return SmokeOptions(values.get("smoke_device") or "auto", gpus, share, values.get("smoke_repo"))
 
 
 KEEP = [
@@ -251,6 +283,13 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
                 click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)]
             profile = values.get("profile", "train")
             workload = _workload(values, profile) if "workload" in values else None
+            smoke = _smoke(values) if values.get("smoke") or context.info_name == "smoke" else None
+            inert = [name for name in given if name.startswith("smoke_")]
+            if smoke is None and inert:
+                raise click.UsageError("%s only mean something with --smoke" % ", ".join(
+                    "--" + name[len("smoke_"):].replace("_", "-") for name in sorted(inert)))
+            if smoke is not None and "timeout" not in given:
+                values["timeout"] = SMOKE_TIMEOUT
             kwargs["options"] = CheckOptions(
                 profile=profile, rules_paths=list(values.get("rules_paths", ())),
                 select=values.get("select", ()), ignore=values.get("ignore", ()),
@@ -259,7 +298,7 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
                 kernel_log=values.get("kernel_log"), timeout=values.get("timeout", "10"), use_cache=not values.get("no_cache", False),
                 strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"),
                 config=values.get("config"), given=given, command=context.info_name or "check",
-                facts_from=values.get("facts_from", "auto"), fit_labels=values.get("fit_labels", ()))
+                facts_from=values.get("facts_from", "auto"), fit_labels=values.get("fit_labels", ()), smoke=smoke)
             return function(**kwargs)
         for declaration in reversed(declarations):
             command = declaration(command)
@@ -332,13 +371,42 @@ def cli() -> None:
 @click.option("--color", type=_COLORS, default="auto", show_default=True,
               help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
 @declare(KEEP)
-@check_options(PROBE, WORKLOAD, FIT, consume=_names(CHECK))
+@click.option("--smoke", is_flag=True, help="Also run the active test (as preflight smoke: it loads the GPUs for up "
+              "to --timeout, 60 s by default with --smoke) and judge its results with the other rules.")
+@check_options(PROBE, WORKLOAD, FIT, SMOKE, consume=_names(CHECK) + ["smoke"])
 def check(options, output_format, output, expires_in, quiet, color, report_dir, syslog) -> int:
     """Check this machine and environment against the rules; print a report with a fix for every problem."""
     from preflight.commands import check as command
 
     return command.main(options, _shown(output_format, output, quiet, color, _duration("--expires-in", expires_in)),
                         _warn, _kept(report_dir, syslog))
+
+
+@cli.command()
+@click.option("--format", "output_format", type=click.Choice(format_names("report")), default="text", show_default=True,
+              help="As check: text, json (preflight.report/1), jsonl, junit, prometheus, nfd, npd.")
+@OUTPUT
+@click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
+@click.option("--color", type=_COLORS, default="auto", show_default=True,
+              help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
+@declare(KEEP)
+@check_options(PROBE, WORKLOAD, SMOKE, [click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too."),
+                                        CONFIG])
+def smoke(options, output_format, output, quiet, color, report_dir, syslog) -> int:
+    """Run short, bounded, real work on the GPUs in the job's interpreter and judge it: memory patterns, matrix
+    products against a CPU reference (FP32, TF32, FP16, BF16), throughput against the node's other GPUs of the
+    same model, a training step with AMP and cuDNN, peer access and an all-reduce over the local GPUs; with
+    --workload and --repo, that workload's training steps measured in the user's YOLOv9 checkout.
+
+    \b
+    Everything runs in --python's interpreter (else this one) with its torch, in its own process group, killed
+    at --timeout (60 s by default). It loads the GPUs: slurm and serve never run it by default.
+    Exit codes: 0 passed, 1 a check failed, 2 bad usage.
+    """
+    from preflight.commands import check as command
+
+    options = options.replace(select=("smoke",), given=options.given | {"select"})
+    return command.main(options, _shown(output_format, output, quiet, color), _warn, _kept(report_dir, syslog))
 
 
 @cli.command()
@@ -724,6 +792,10 @@ HELP = {
     "serve": ("Check every interval; serve /healthz, /metrics, /report.", [
         "preflight serve --listen 0.0.0.0:10480 --profile node --interval 5m",
         "preflight serve --profile node --nfd-output /etc/kubernetes/node-feature-discovery/features.d/preflight"]),
+    "smoke": ("Run short real work on the GPUs and judge it: the active test.", [
+        "preflight smoke --python /opt/conda/envs/yolov9/bin/python",
+        "preflight smoke --device cpu --timeout 120",
+        "preflight smoke --workload gelan-c --batch 16 --img 640 --repo ~/yolov9"]),
     "slurm": ("Slurm health check and prolog: drain a failing node, resume it.", [
         "preflight slurm --report-dir /shared/preflight --syslog", "preflight slurm --dry-run --node gpu01",
         "preflight slurm --prolog"]),

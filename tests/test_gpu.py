@@ -79,3 +79,21 @@ def test_torch_architectures_agree_with_torch_itself():
     assert facts["torch_arch"]["flags"] == probe.stdout.split()
     report = json.loads(run_cli("check", "--select", "torch.arch,cuda.compat,torch.cuda", "--format", "json").stdout)
     assert {r["status"] for r in report["results"]} <= {"pass", "warn"}, report["results"]
+
+
+@needs_gpu
+def test_the_active_test_passes_on_a_healthy_gpu():
+    """preflight smoke on the real GPUs, with the interpreter .ci/run or the device script gives
+    (PREFLIGHT_TEST_TORCH_PYTHON: a CUDA build of torch there)."""
+    import os
+
+    python = os.environ.get("PREFLIGHT_TEST_TORCH_PYTHON")
+    if not python:
+        pytest.skip("PREFLIGHT_TEST_TORCH_PYTHON is not set: no interpreter with a CUDA torch to run the test in")
+    completed = run_cli("smoke", "--python", python, "--timeout", "240", "--format", "json")
+    report = json.loads(completed.stdout)
+    found = {r["id"]: r for r in report["results"]}
+    assert found["smoke.torch"]["status"] == "pass", found["smoke.torch"]
+    for rule_id in ("smoke.memory", "smoke.matmul.fp32", "smoke.matmul.fp16", "smoke.train_step"):
+        assert found[rule_id]["status"] == "pass", found[rule_id]
+    assert completed.returncode == 0, completed.stdout

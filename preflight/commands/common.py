@@ -28,7 +28,8 @@ def collect_options(options: CheckOptions, packages: List[Dict[str, Any]]) -> co
         python = resolve_interpreter(options.python)
     return collect.Options(timeout=options.timeout, python=python, nvml_fixture=options.nvml_fixture,
                            packages=packages, use_cache=options.use_cache,
-                           on_wait=tell_terminal, kernel_log=options.kernel_log)
+                           on_wait=tell_terminal, kernel_log=options.kernel_log,
+                           smoke=options.smoke.request(options.workload, options.timeout) if options.smoke else None)
 
 
 def tell_terminal(line: str) -> None:

@@ -46,6 +46,29 @@ class WorkloadOptions(_Workload):
                                max_objects, source)
 
 
+class SmokeOptions(NamedTuple):
+    """What ``preflight smoke`` (and ``check --smoke``) runs in the job's interpreter: on which device kind and
+    GPUs, how much of the free memory the memory test takes, and the workload to measure (with the checkout)."""
+
+    device: str = "auto"  # auto: cuda where NVML sees a GPU, else cpu; cuda; cpu (the logic, without a GPU)
+    gpus: Tuple[int, ...] = ()  # CUDA indices; () all visible
+    memory_share: float = 0.5
+    repo: Optional[str] = None  # a YOLOv9 checkout: measure the workload's training steps there
+
+    def request(self, workload: Optional["WorkloadOptions"], timeout: float) -> dict:
+        """The smoke worker's request (preflight/probes/smoke_worker.py): it keeps a tenth of the deadline (at
+        most 5 s) to answer in; preflight kills it at the deadline itself."""
+        request = {"device": self.device, "gpus": list(self.gpus) or None, "memory_share": self.memory_share,
+                   "budget": timeout - min(5.0, timeout / 10)}
+        if workload is not None and self.repo:
+            folder = "models/detect/%s.yaml" % workload.workload
+            request["fit"] = {"repo": self.repo, "cfg": folder, "batch": workload.batch or 16,
+                              "imgsz": workload.imgsz, "objects": workload.max_objects or 8,
+                              "loss_module": "utils.loss_tal" if workload.workload.startswith("gelan")
+                              else "utils.loss_tal_dual"}
+        return request
+
+
 class _Check(NamedTuple):
     profile: str
     rules_paths: Tuple[str, ...]
@@ -66,6 +89,7 @@ class _Check(NamedTuple):
     command: str
     facts_from: str
     fit_labels: Tuple[str, ...]
+    smoke: Optional["SmokeOptions"]
 
 
 class CheckOptions(_Check):
@@ -87,7 +111,7 @@ class CheckOptions(_Check):
                 workload: Optional[WorkloadOptions] = None, expect_gpus: Optional[str] = None,
                 config: Optional[str] = None, given: Iterable[str] = (),
                 kernel_log: Optional[str] = None, command: str = "check", facts_from: str = "auto",
-                fit_labels: Sequence[str] = ()) -> "CheckOptions":
+                fit_labels: Sequence[str] = (), smoke: Optional["SmokeOptions"] = None) -> "CheckOptions":
         # Each setting parsed and checked by its one declaration (preflight.settings), whoever builds the options.
         profile = SETTINGS["profile"].read(profile)
         timeout = SETTINGS["timeout"].read(timeout)
@@ -103,7 +127,7 @@ class CheckOptions(_Check):
         return super().__new__(cls, profile, tuple(rules_paths or ()), select, ignore,
                                tuple(settings or ()), facts_file, python, nvml_fixture, timeout, use_cache, strict,
                                workload, expect_gpus, config, frozenset(given),
-                               kernel_log, command, facts_from, fit_labels)
+                               kernel_log, command, facts_from, fit_labels, smoke)
 
     def replace(self, **changes) -> "CheckOptions":
         """A copy with some fields changed, checked like a new one (NamedTuple._replace would skip the checks)."""

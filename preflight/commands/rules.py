@@ -17,8 +17,10 @@ def list_rules(rules_paths: List[str], profile: Optional[str], output_format: st
     from preflight.render import formats
     from preflight.render.rules_doc import RuleList
 
-    reference = output_format == "markdown"  # the reference page: rules, facts, and the failure catalog
-    ruleset = common.load_rules(rules_paths, warn, failures=reference)
+    # The reference page: every rule (the active test's too), facts, and the failure catalog; the lists show what
+    # check runs.
+    reference = output_format == "markdown"
+    ruleset = common.load_rules(rules_paths, warn, failures=reference, smoke=reference)
     listing = RuleList(_in_profile(ruleset, profile), list(ruleset.failures.values()), list(ruleset.families.values()))
     emit(formats.render("rules", listing, output_format))
     return ExitCode.OK
@@ -27,7 +29,7 @@ def list_rules(rules_paths: List[str], profile: Optional[str], output_format: st
 def explain(rule_id: str, rules_paths: List[str], warn: common.Warn = None) -> int:
     from preflight.render import rules_doc
 
-    ruleset = common.load_rules(rules_paths, warn, failures=True)
+    ruleset = common.load_rules(rules_paths, warn, failures=True, smoke=True)
     if rule_id in ruleset.failures:
         emit(rules_doc.explain_failure(ruleset.failures[rule_id]))
     elif rule_id.split("/")[0] in ruleset.families:

@@ -76,8 +76,9 @@ def rule_files(path: str) -> List[str]:
 
 
 def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failures: bool = False,
-         capacity: bool = False) -> RuleSet:
-    """Load rules and fixes; with ``failures`` the failure catalog, with ``capacity`` workloads and GPUs."""
+         capacity: bool = False, smoke: bool = False) -> RuleSet:
+    """Load rules and fixes; with ``failures`` the failure catalog, with ``capacity`` workloads and GPUs, with
+    ``smoke`` the rules of the active test (rules/smoke/)."""
     layers: List[List[str]] = []
     if include_defaults:
         defaults = default_rules_dir()
@@ -86,12 +87,14 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
             layers[0] += rule_files(os.path.join(defaults, "failures"))
         if capacity:
             layers[0] += rule_files(os.path.join(defaults, "capacity"))
+        if smoke:
+            layers[0] += rule_files(os.path.join(defaults, "smoke"))
     for path in paths or []:
         layers.append(rule_files(path))
 
     ruleset = RuleSet()
     parsed = [[(path, _read_toml(path, ruleset)) for path in files] for files in layers]
-    wanted = {"failures": failures, "capacity": capacity}
+    wanted = {"failures": failures, "capacity": capacity, "smoke": smoke}
     validation = _validation_key(ruleset.contents, layers, wanted)
     ruleset.trusted = cache.validated(validation)
     # Fixes first: rules and failures in any layer may name a fix from any layer.

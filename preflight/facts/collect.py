@@ -43,6 +43,7 @@ class _Options(NamedTuple):
     nvml_binding: Any  # tests hand in a binding directly
     on_wait: Optional[Callable[[str], None]]  # told once when a probe keeps the run waiting over WAIT_NOTICE
     kernel_log: Optional[str]  # a captured kernel log to read Xid events from (--kernel-log)
+    smoke: Optional[Dict[str, Any]]  # the smoke worker's request (preflight smoke, check --smoke); None: not asked
 
 
 class Options(_Options):
@@ -53,9 +54,10 @@ class Options(_Options):
     def __new__(cls, timeout: float = 10.0, python: Optional[str] = None, nvml_fixture: Optional[str] = None,
                 packages: Optional[List[Dict[str, Any]]] = None, use_cache: bool = True,
                 environ: Optional[Mapping[str, str]] = None, nvml_binding: Any = None,
-                on_wait: Optional[Callable[[str], None]] = None, kernel_log: Optional[str] = None) -> "Options":
+                on_wait: Optional[Callable[[str], None]] = None, kernel_log: Optional[str] = None,
+                smoke: Optional[Dict[str, Any]] = None) -> "Options":
         return super().__new__(cls, timeout, python, nvml_fixture, list(packages or []), use_cache,
-                               os.environ if environ is None else environ, nvml_binding, on_wait, kernel_log)
+                               os.environ if environ is None else environ, nvml_binding, on_wait, kernel_log, smoke)
 
 
 WAIT_NOTICE = 1.0  # seconds a probe may run before the user is told what is being waited for
@@ -67,6 +69,7 @@ WAITING_FOR = {
     "container": "the container probe",
     "torch_arch": "'import torch' in %(python)s, to list torch's GPU architectures (cached once known)",
     "kernel_log": "the kernel log (Xid events)",
+    "smoke": "the active GPU test (preflight smoke) in %(python)s",
 }
 
 
@@ -194,6 +197,12 @@ def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
             plan["kernel_log"] = lambda: kernel_log.not_recorded()
         else:
             plan["kernel_log"] = lambda: kernel_log.probe(None, remaining())
+    if "smoke" in probes:
+        from preflight.probes import smoke
+
+        # Its own limit ends just before the run's deadline, so the worker's process group is killed and said so
+        # by the probe itself, rather than the run abandoning it.
+        plan["smoke"] = lambda: smoke.probe(options.smoke, options.python, max(0.5, remaining() - 0.5))
     tasks = {name: _Task(name, function) for name, function in plan.items()}
     for task in tasks.values():
         task.thread.start()

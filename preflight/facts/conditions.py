@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
-from preflight.facts import derived
+from preflight.facts import derived, smoke
 from preflight.facts.view import SnapshotView, Unknown
 
 
@@ -104,4 +104,8 @@ CONDITIONS: Dict[str, Condition] = {c.name: c for c in [
     Condition("container_capabilities", "NVIDIA_DRIVER_CAPABILITIES is set", ("container",), _container_capabilities),
     Condition("container_compute", "in a container given the compute capability (or the default)",
               ("host", "container"), _container_compute),
-]}
+    Condition("smoke_ran", "the active test (preflight smoke) ran", ("smoke",), smoke.ran),
+    Condition("smoke_peers", "two tested GPUs are of one model", ("smoke",), smoke.has_peers),
+    Condition("smoke_fit", "a workload was measured (smoke --workload --repo)", ("smoke",), smoke.fit_asked),
+] + [Condition("smoke_" + precision, "a tested device runs %s matrix products" % precision, ("smoke",),
+               smoke.supports(precision)) for precision in smoke.PRECISIONS]}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
-from preflight.facts import derived, node_health
+from preflight.facts import derived, node_health, smoke
 from preflight.facts import readers as read
 from preflight.facts.readers import PYTHON_DETAILS, WHEEL_DETAILS, Compute
 from preflight.facts.view import SnapshotView, Unknown
@@ -208,6 +208,30 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     _nvml_fact("container.devices.missing", "list", "device nodes every CUDA program opens (/dev/nvidiactl, "
                "/dev/nvidia-uvm) that this container lacks", read.missing_device_nodes(*derived.CUDA_DEVICE_NODES),
                ("nvml", "host", "container"), implies=("nvml_ok", "container_compute"), details=("device_files",)),
+    # the active test (preflight smoke, check --smoke): measured by the job's interpreter on each device
+    Fact("smoke.problems", "list", "what kept the active test from testing (torch not importable, CUDA not "
+         "available)", ("smoke",), smoke.problems, details=("smoke_python", "smoke_torch")),
+    Fact("smoke.memory.errors", "number", "bytes read back different from what was written, over every tested "
+         "device", ("smoke",), smoke.memory_errors, details=("smoke_device", "smoke_tested"),
+         implies=("smoke_ran",)),
+] + [Fact("smoke.matmul." + precision, "number", "the worst relative error of a %s matrix product against a "
+          "float64 reference, over the tested devices" % precision, ("smoke",), smoke.matmul(precision),
+          details=("smoke_device", "smoke_precision", "smoke_errors"), implies=("smoke_ran", "smoke_" + precision))
+     for precision in smoke.PRECISIONS] + [
+    Fact("smoke.throughput.peer_ratio", "number", "the slowest GPU's matrix-multiply throughput over the median "
+         "of its model's GPUs on this node", ("smoke",), smoke.peer_ratio,
+         details=("smoke_device", "smoke_median_tflops", "smoke_throughput"), implies=("smoke_ran", "smoke_peers")),
+    Fact("smoke.train_step", "enum", "a small network's training steps (convolutions, AMP, backward, SGD)",
+         ("smoke",), smoke.train_step, values=("ok", "failed"), details=("smoke_failures", "smoke_amp"),
+         implies=("smoke_ran",)),
+    Fact("smoke.allreduce", "enum", "an all-reduce over the local GPUs (NCCL; gloo over two CPU ranks with "
+         "--device cpu), and peer access between GPU pairs", ("smoke",), smoke.allreduce,
+         values=("ok", "wrong", "failed"),
+         details=("smoke_backend", "smoke_bus_gbs", "smoke_world", "smoke_peers", "smoke_detail"),
+         implies=("smoke_ran",)),
+    Fact("smoke.fit", "enum", "the workload's training steps measured in the user's checkout", ("smoke",),
+         smoke.fit, values=("measured", "failed"), details=("smoke_detail", "smoke_points", "smoke_largest", "smoke_estimate"),
+         implies=("smoke_ran", "smoke_fit"), context=("workload",)),
     _nvml_fact("container.devices.tools_missing", "list", "/dev/nvidia-uvm-tools when this container lacks it",
                read.missing_device_nodes(*derived.TOOLS_DEVICE_NODES), ("nvml", "host", "container"),
                implies=("nvml_ok", "container_compute"), details=("device_files",)),

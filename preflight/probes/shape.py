@@ -93,12 +93,42 @@ KERNEL_LOG = {
     "?": True, "!": ("readable",), "readable": "bool", "source": "str?", "reason": "str?", "truncated": "bool?",
     "events": [{"!": ("xid",), "xid": "int", "pci": "str?", "pid": "str?", "process": "str?", "text": "str?"}],
 }
+# The active test's answer (probes/smoke_worker.py): every check may instead hold "error" (and "where") or
+# "skipped"; NaN never appears (the worker writes losses as text and non-finite errors as null).
+_FAILED = {"error": "str?", "where": "str?", "skipped": "str?"}
+_PRECISION = {"?": True, "supported": "bool?", "max_relative_error": "num?", "finite": "bool?"}
+SMOKE = {
+    "?": True, "python": "str?", "interpreter": "str?", "torch": "str?", "torch_cuda": "str?", "device": "str?",
+    "seconds": "num?", "errors": ["str"],
+    "devices": [{
+        "index": "int?", "device": "str?", "name": "str?", "compute_capability": "str?",
+        "memory": dict(_FAILED, **{"?": True, "tested_bytes": "int?", "free_bytes": "int?", "total_bytes": "int?",
+                                   "errors": "int?", "seconds": "num?"}),
+        "matmul": dict(_FAILED, **{"?": True, "fp32": _PRECISION, "tf32": _PRECISION, "fp16": _PRECISION,
+                                   "bf16": _PRECISION}),
+        "throughput": dict(_FAILED, **{"?": True, "matmul_tflops": "num?", "matmul_dtype": "str?",
+                                       "bandwidth_gbs": "num?"}),
+        "train_step": dict(_FAILED, **{"?": True, "ok": "bool?", "losses": ["str"], "amp": "str?",
+                                       "finite_gradients": "bool?", "cudnn": "bool?"}),
+    }],
+    "checks": {
+        "?": True,
+        "collective": dict(_FAILED, **{
+            "?": True, "peers": [{"pair": ["int"], "access": "bool?", "gbs": "num?", "correct": "bool?"}],
+            "allreduce": dict(_FAILED, **{"?": True, "backend": "str?", "world": "int?", "correct": "bool?",
+                                          "bus_gbs": "num?", "errors": ["str"]})}),
+        "fit": dict(_FAILED, **{
+            "?": True, "device": "str?", "imgsz": "int?", "per_image_bytes": "int?", "total_bytes": "int?",
+            "largest_batch": "int?",
+            "points": [{"batch": "int", "loss": "str?", "allocated_bytes": "int?", "reserved_bytes": "int?"}]}),
+    },
+}
 SNAPSHOT = {
     "schema": "str", "preflight_version": "str?", "knowledge_as_of": "str?", "collected_at": "str?", "source": "str?", "seconds": "num?",
     "hostname": "str?",
     "probes": {"*": STATUS},
     "nvml": NVML, "visibility": VISIBILITY, "host": HOST, "python": PYTHON, "torch_arch": TORCH_ARCH,
-    "container": CONTAINER, "kernel_log": KERNEL_LOG,
+    "container": CONTAINER, "kernel_log": KERNEL_LOG, "smoke": SMOKE,
 }
 
 

@@ -1,0 +1,223 @@
+"""Facts from the active test (``preflight smoke``): what the job's interpreter measured on each device.
+
+The worker's answer (probes/smoke_worker.py) lists devices by CUDA index; each fact here reads one measurement
+over every tested device and names the worst one, so a rule's threshold (in rules/smoke/) judges the node by
+its weakest GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from preflight import units
+from preflight.facts.view import SnapshotView, Unknown
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+
+
+def answer(facts: SnapshotView) -> Dict[str, Any]:
+    return facts.section("smoke")
+
+
+def devices(facts: SnapshotView) -> List[Dict[str, Any]]:
+    return answer(facts).get("devices") or []
+
+
+def label(device: Dict[str, Any]) -> str:
+    return "%s %s (%s)" % ("GPU" if str(device.get("device", "")).startswith("cuda") else "device",
+                           device.get("index"), device.get("name") or "?")
+
+
+def _measured(facts: SnapshotView, check: str) -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
+    """(device, its result) for every device where ``check`` ran; a check that raised is Unknown, with its error."""
+    found = []
+    for device in devices(facts):
+        result = device.get(check)
+        if not isinstance(result, dict) or "skipped" in result:
+            continue
+        if "error" in result:
+            raise Unknown("%s on %s failed: %s" % (check, label(device), result["error"]))
+        found.append((device, result))
+    if not found:
+        raise Unknown("the %s check did not run on any device" % check)
+    return found
+
+
+def problems(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
+    smoke = answer(facts)
+    return list(smoke.get("errors") or []), {"smoke_python": smoke.get("interpreter") or "?",
+                                             "smoke_torch": smoke.get("torch") or "not importable"}
+
+
+def memory_errors(facts: SnapshotView, gpu) -> Tuple[int, Dict[str, Any]]:
+    measured = _measured(facts, "memory")
+    worst = max(measured, key=lambda pair: pair[1].get("errors", 0))
+    return sum(int(r.get("errors", 0)) for _, r in measured), {
+        "smoke_device": label(worst[0]),
+        "smoke_tested": "; ".join("%s: %s tested, %d bytes read back wrong" % (
+            label(d), units.format_bytes(r.get("tested_bytes", 0)), r.get("errors", 0)) for d, r in measured)}
+
+
+def matmul(precision: str):
+    def compute(facts: SnapshotView, gpu) -> Tuple[float, Dict[str, Any]]:
+        rows = [(device, result[precision]) for device, result in _measured(facts, "matmul")
+                if (result.get(precision) or {}).get("supported")]
+        if not rows:
+            raise Unknown("no tested device runs %s" % precision)
+        worst_device, worst = max(rows, key=lambda pair: _error(pair[1]))
+        value = _error(worst)
+        return (float("%.2g" % value) if value != float("inf") else value), {"smoke_device": label(worst_device), "smoke_precision": precision,
+                               "smoke_errors": "; ".join("%s: %.2g" % (label(d), _error(r)) for d, r in rows)}
+    return compute
+
+
+def _error(result: Dict[str, Any]) -> float:
+    """A non-finite product is the worst error there is."""
+    value = result.get("max_relative_error")
+    return float("inf") if value is None or not result.get("finite", True) else float(value)
+
+
+def supports(precision: str):
+    def check(facts: SnapshotView) -> Optional[str]:
+        try:
+            matmul(precision)(facts, None)
+        except Unknown as unknown:
+            return "%s is not tested here: %s" % (precision, unknown)
+        return None
+    return check
+
+
+def peer_ratio(facts: SnapshotView, gpu) -> Tuple[float, Dict[str, Any]]:
+    """The slowest device's matrix-multiply throughput over the median of its model's devices (1.0: as fast)."""
+    import statistics  # only when judging a test's answer: it is not cheap to import
+
+    measured = _measured(facts, "throughput")
+    worst: Optional[Tuple[float, Dict[str, Any], float]] = None
+    for device, result in measured:
+        peers = [r["matmul_tflops"] for d, r in measured if d.get("name") == device.get("name")]
+        if len(peers) < 2:
+            continue
+        median = statistics.median(peers)
+        ratio = result["matmul_tflops"] / median if median else 0.0
+        if worst is None or ratio < worst[0]:
+            worst = (ratio, device, median)
+    if worst is None:
+        raise Unknown("no two tested GPUs of the same model to compare")
+    ratio, device, median = worst
+    return round(ratio, 3), {
+        "smoke_device": label(device), "smoke_median_tflops": "%.1f" % median,
+        "smoke_throughput": "; ".join("%s: %.1f TFLOPS, %.0f GB/s" % (label(d), r["matmul_tflops"], r["bandwidth_gbs"])
+                                      for d, r in measured)}
+
+
+def has_peers(facts: SnapshotView) -> Optional[str]:
+    try:
+        peer_ratio(facts, None)
+    except Unknown as unknown:
+        try:
+            measured = "; measured: " + "; ".join("%s: %.2f TFLOPS (%s), %.0f GB/s" % (
+                label(d), r["matmul_tflops"], r.get("matmul_dtype", "?"), r["bandwidth_gbs"])
+                for d, r in _measured(facts, "throughput"))
+        except (Unknown, KeyError, TypeError):
+            measured = ""
+        return "throughput is compared among GPUs of one model: %s%s" % (unknown, measured)
+    return None
+
+
+def train_step(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
+    failed = []
+    for device in devices(facts):
+        result = device.get("train_step")
+        if not isinstance(result, dict) or "skipped" in result:
+            continue
+        if "error" in result:
+            failed.append("%s: %s" % (label(device), result["error"]))
+        elif not result.get("ok"):
+            failed.append("%s: the loss or its gradients were not finite (losses %s)" % (
+                label(device), ", ".join(result.get("losses") or [])))
+    if not failed and not any(isinstance(d.get("train_step"), dict) and "ok" in d["train_step"]
+                              for d in devices(facts)):
+        raise Unknown("the training step did not run on any device")
+    return ("failed" if failed else "ok"), {"smoke_failures": "; ".join(failed) or "none",
+                                            "smoke_amp": _amp(facts)}
+
+
+def _amp(facts: SnapshotView) -> str:
+    for device in devices(facts):
+        result = device.get("train_step")
+        if isinstance(result, dict) and result.get("amp"):
+            return result["amp"]
+    return "?"
+
+
+def _node_check(facts: SnapshotView, name: str, what: str) -> Dict[str, Any]:
+    """The answer of a check run once for the node (the collective, the measured fit); Unknown if it did not run."""
+    result = (answer(facts).get("checks") or {}).get(name)
+    if not isinstance(result, dict) or "skipped" in result:
+        raise Unknown("%s did not run (%s)" % (what, (result or {}).get("skipped", "not asked")))
+    return result
+
+
+def allreduce(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
+    collective = _node_check(facts, "collective", "the collective test")
+    if "error" in collective:
+        return "failed", {"smoke_detail": collective["error"], "smoke_bus_gbs": "?", "smoke_backend": "?",
+                          "smoke_world": "?", "smoke_peers": "not measured"}
+    reduce = collective.get("allreduce") or {}
+    if "skipped" in reduce:
+        raise Unknown(reduce["skipped"])
+    peers = "; ".join("GPUs %d-%d: peer access %s, %.1f GB/s%s" % (
+        p["pair"][0], p["pair"][1], "yes" if p.get("access") else "no", p.get("gbs", 0),
+        "" if p.get("correct", True) else ", data wrong") for p in collective.get("peers") or []) or "none"
+    details = {"smoke_backend": reduce.get("backend", "?"), "smoke_bus_gbs": reduce.get("bus_gbs", "?"),
+               "smoke_world": reduce.get("world", "?"), "smoke_peers": peers,
+               "smoke_detail": "; ".join(reduce.get("errors") or []) or reduce.get("error") or "none"}
+    if reduce.get("error") or reduce.get("errors"):
+        return "failed", details
+    if not reduce.get("correct") or any(not p.get("correct", True) for p in collective.get("peers") or []):
+        return "wrong", details
+    return "ok", details
+
+
+def fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
+    measured = _node_check(facts, "fit", "the measured fit")
+    if "error" in measured:
+        return "failed", {"smoke_detail": measured["error"], "smoke_points": "none", "smoke_largest": "?",
+                          "smoke_estimate": "none"}
+    points = measured.get("points") or []
+    shown = "; ".join("batch %d: %s" % (p["batch"], "peak %s allocated, %s reserved" % (
+        units.format_bytes(p["allocated_bytes"]), units.format_bytes(p["reserved_bytes"]))
+        if "reserved_bytes" in p else "ran (memory is measured on a GPU only)") for p in points)
+    largest = measured.get("largest_batch")
+    return "measured", {"smoke_detail": "on %s at --img %s" % (measured.get("device"), measured.get("imgsz")),
+                        "smoke_points": shown or "none",
+                        "smoke_largest": largest if largest is not None else "not measured on this device",
+                        "smoke_estimate": _estimated(facts, points)}
+
+
+def _estimated(facts: SnapshotView, points: List[Dict[str, Any]]) -> str:
+    """plan's estimate for the same workload at the measured batches, to set beside the measurement."""
+    request = facts.context.workload
+    if not request or not points:
+        return "none (no workload was sized)"
+    from preflight.capacity import estimate
+
+    return "; ".join("batch %d: training steps %s, whole run %s" % (
+        p["batch"], units.format_bytes(estimate.steps_need_bytes(request, p["batch"])),
+        units.format_bytes(estimate.required_bytes(request, p["batch"]))) for p in points)
+
+
+def fit_asked(facts: SnapshotView) -> Optional[str]:
+    measured = (answer(facts).get("checks") or {}).get("fit")
+    return None if measured else "no workload to measure (preflight smoke --workload ID --repo PATH)"
+
+
+def ran(facts: SnapshotView) -> Optional[str]:
+    """The worker answered and found something to test (its own problems are smoke.torch's)."""
+    try:
+        smoke = answer(facts)
+    except Unknown as unknown:
+        return "the active test did not answer: %s" % unknown
+    if smoke.get("errors"):
+        return "the active test could not test anything (see smoke.torch)"
+    return None

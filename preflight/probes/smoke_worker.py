@@ -1,0 +1,453 @@
+"""The active GPU test of ``preflight smoke``, run by the job's own interpreter with its torch.
+
+Like interpreter_script.py this file is run as a script by *another* interpreter, so it uses only the standard
+library and torch, keeps to syntax Python 3.8 accepts, and never imports preflight::
+
+    /path/to/python smoke_worker.py '{"device": "cuda", "budget": 50, ...}'
+
+prints one JSON line with what it measured. Every check catches its own failure and reports it as data (a GPU
+that computes wrong results, a cuDNN error, a kernel missing for this GPU), and every check looks at the clock:
+what the budget does not leave time for is reported as not run. preflight kills the whole process group at its
+own deadline, so a hung kernel never hangs preflight. Nothing is written anywhere; GPU memory is given back.
+"""
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+MIB = 1 << 20
+
+
+def main(argv):
+    request = json.loads(argv[1])
+    started = time.monotonic()
+    budget = float(request.get("budget", 50))
+
+    def left():
+        return budget - (time.monotonic() - started)
+
+    report = {"python": sys.version.split()[0], "checks": {}, "devices": [], "errors": []}
+    try:
+        import torch
+    except Exception as exc:  # torch missing or broken: said, not raised
+        report["errors"].append("cannot import torch: %s" % _one_line(exc))
+        return _emit(report)
+    report["torch"] = torch.__version__
+    report["torch_cuda"] = getattr(torch.version, "cuda", None)
+    device_kind = request.get("device", "auto")
+    if device_kind == "auto":  # a machine with an NVIDIA driver is tested on its GPUs, even if CUDA fails there
+        device_kind = "cuda" if torch.cuda.is_available() or os.path.exists("/dev/nvidiactl") else "cpu"
+    report["device"] = device_kind
+    if device_kind == "cuda" and not torch.cuda.is_available():
+        report["errors"].append("torch.cuda.is_available() is False: no GPU to test (torch %s, CUDA %s)"
+                                % (torch.__version__, report["torch_cuda"]))
+        return _emit(report)
+    torch.manual_seed(0)
+    indices = _indices(torch, device_kind, request.get("gpus"))
+    checks = request.get("checks") or ["memory", "matmul", "throughput", "train_step", "collective", "fit"]
+    share = float(request.get("memory_share", 0.5))
+    per_device = max(1.0, left() * 0.6 / max(1, len(indices)))  # the rest: collectives and the measured fit
+    for index in indices:
+        device = torch.device(device_kind, index) if device_kind == "cuda" else torch.device("cpu")
+        entry = {"index": index, "device": str(device), "name": _name(torch, device)}
+        if device.type == "cuda":
+            entry["compute_capability"] = "%d.%d" % torch.cuda.get_device_capability(index)
+        until = time.monotonic() + min(per_device, left())
+        for name, run in (("memory", lambda: _memory(torch, device, share, until)),
+                          ("matmul", lambda: _matmul(torch, device)),
+                          ("throughput", lambda: _throughput(torch, device, until)),
+                          ("train_step", lambda: _train_step(torch, device))):
+            if name not in checks:
+                continue
+            if time.monotonic() >= until:
+                entry[name] = {"skipped": "no time left in the %.0f s budget" % budget}
+                continue
+            entry[name] = _guarded(run)
+            _release(torch, device)
+        report["devices"].append(entry)
+    if "collective" in checks:
+        report["checks"]["collective"] = (_guarded(lambda: _collective(torch, device_kind, indices, left()))
+                                          if left() > 5 else {"skipped": "no time left in the budget"})
+    if "fit" in checks and request.get("fit"):
+        report["checks"]["fit"] = (_guarded(lambda: _fit(torch, device_kind, indices, request["fit"], left()))
+                                   if left() > 2 else {"skipped": "no time left in the budget"})
+    report["seconds"] = round(time.monotonic() - started, 2)
+    return _emit(report)
+
+
+def _emit(report):
+    sys.stdout.write(json.dumps(report) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _one_line(exc):
+    text = ("%s: %s" % (type(exc).__name__, exc)).strip()
+    return " ".join(text.split())[:500]
+
+
+def _guarded(run):
+    try:
+        return run()
+    except Exception as exc:  # the failure is the finding
+        frames = traceback.extract_tb(sys.exc_info()[2])
+        return {"error": _one_line(exc), "where": "%s:%d" % (os.path.basename(frames[-1].filename),
+                                                             frames[-1].lineno) if frames else ""}
+
+
+def _indices(torch, kind, wanted):
+    if kind != "cuda":
+        return [0]
+    count = torch.cuda.device_count()
+    if not wanted:
+        return list(range(count))
+    return [i for i in wanted if 0 <= i < count]
+
+
+def _name(torch, device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device.index)
+    return "CPU"
+
+
+def _release(torch, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+def _sync(torch, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# --- memory: write patterns, read them back ---------------------------------------------------------------
+
+def _memory(torch, device, share, until):
+    block = 64 * MIB
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device.index)
+        wanted = int(free * share)
+    else:
+        free, total, wanted = None, None, block  # the logic on the CPU, not a test of the host's RAM
+    started = time.monotonic()
+    blocks, errors, tested = [], 0, 0
+    try:
+        while tested + block <= wanted and time.monotonic() < until:
+            blocks.append(torch.empty(block, dtype=torch.uint8, device=device))
+            tested += block
+        patterns = (lambda n: torch.full((n,), 0x55, dtype=torch.uint8, device=device),
+                    lambda n: torch.full((n,), 0xAA, dtype=torch.uint8, device=device),
+                    lambda n: (torch.arange(n, dtype=torch.int64, device=device) % 251).to(torch.uint8))
+        for make in patterns:
+            pattern = make(block)
+            for buffer in blocks:
+                buffer.copy_(pattern)
+            _sync(torch, device)
+            for buffer in blocks:
+                errors += int((buffer != pattern).sum().item())
+            del pattern
+            if time.monotonic() >= until:
+                break
+    finally:
+        del blocks
+    return {"tested_bytes": tested, "free_bytes": free, "total_bytes": total, "errors": errors,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+# --- compute correctness: matrix products against a float64 reference ------------------------------------
+
+def _matmul(torch, device):
+    size = 1024 if device.type == "cuda" else 256
+    generator = torch.Generator().manual_seed(1234)
+    a = torch.rand(size, size, generator=generator, dtype=torch.float64) * 2 - 1
+    b = torch.rand(size, size, generator=generator, dtype=torch.float64) * 2 - 1
+    reference = a @ b
+    scale = float(reference.abs().max())
+    results = {}
+    supports_bf16 = device.type == "cpu" or torch.cuda.get_device_capability(device.index)[0] >= 8
+    precisions = [("fp32", torch.float32, False), ("tf32", torch.float32, True), ("fp16", torch.float16, False),
+                  ("bf16", torch.bfloat16, False)]
+    for name, dtype, tf32 in precisions:
+        if name == "tf32" and (device.type == "cpu" or torch.cuda.get_device_capability(device.index)[0] < 8):
+            results[name] = {"supported": False}
+            continue
+        if name == "bf16" and not supports_bf16:
+            results[name] = {"supported": False}
+            continue
+        previous = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        try:
+            product = (a.to(device=device, dtype=dtype) @ b.to(device=device, dtype=dtype)).to("cpu", torch.float64)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = previous
+        error = float((product - reference).abs().max()) / scale
+        results[name] = {"supported": True, "max_relative_error": error if math.isfinite(error) else None,
+                         "finite": bool(torch.isfinite(product).all())}
+    return results
+
+
+# --- throughput: matrix-multiply TFLOPS and device-memory bandwidth ---------------------------------------
+
+def _throughput(torch, device, until):
+    cuda = device.type == "cuda"
+    size = 4096 if cuda else 512
+    dtype = torch.float16 if cuda else torch.float32
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    a @ b  # warm-up (kernel selection)
+    _sync(torch, device)
+    runs, started = 0, time.monotonic()
+    while runs < 200 and (time.monotonic() - started < 0.5 or runs < 3) and time.monotonic() < until:
+        a @ b
+        runs += 1
+        if runs % 10 == 0:
+            _sync(torch, device)
+    _sync(torch, device)
+    seconds = max(time.monotonic() - started, 1e-9)
+    tflops = 2.0 * size ** 3 * runs / seconds / 1e12
+    del a, b
+    elements = (256 if cuda else 32) * MIB // 4
+    source = torch.empty(elements, dtype=torch.float32, device=device).fill_(1.0)
+    target = torch.empty_like(source)
+    target.copy_(source)
+    _sync(torch, device)
+    copies, started = 0, time.monotonic()
+    while copies < 500 and (time.monotonic() - started < 0.3 or copies < 3) and time.monotonic() < until:
+        target.copy_(source)
+        copies += 1
+    _sync(torch, device)
+    seconds_copy = max(time.monotonic() - started, 1e-9)
+    bandwidth = 2.0 * elements * 4 * copies / seconds_copy / 1e9  # read and write
+    return {"matmul_tflops": round(tflops, 3), "matmul_dtype": str(dtype).replace("torch.", ""),
+            "bandwidth_gbs": round(bandwidth, 2)}
+
+
+# --- a training step: convolutions, batch norm, AMP, backward, optimizer -----------------------------------
+
+def _train_step(torch, device):
+    nn = torch.nn
+    torch.backends.cudnn.benchmark = True
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, 2, 1), nn.BatchNorm2d(32), nn.SiLU(),
+        nn.Conv2d(32, 64, 3, 2, 1), nn.BatchNorm2d(64), nn.SiLU(),
+        nn.Conv2d(64, 64, 3, 1, 1), nn.BatchNorm2d(64), nn.SiLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    cuda = device.type == "cuda"
+    amp_dtype = torch.float16 if cuda else torch.bfloat16
+    scaler = torch.cuda.amp.GradScaler() if cuda else None
+    images = torch.randn(8, 3, 128, 128, device=device)
+    labels = torch.randint(0, 10, (8,), device=device)
+    losses = []
+    for _ in range(3):
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device.type, dtype=amp_dtype):
+            loss = nn.functional.cross_entropy(model(images), labels)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        losses.append(float(loss.detach().float()))
+    finite_grads = all(p.grad is None or bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+    return {"ok": all(math.isfinite(v) for v in losses) and finite_grads, "losses": ["%.4g" % v for v in losses],
+            "amp": str(amp_dtype).replace("torch.", ""), "finite_gradients": finite_grads,
+            "cudnn": bool(torch.backends.cudnn.is_available()) if cuda else None}
+
+
+# --- several GPUs: peer access and an all-reduce over a local rendezvous ------------------------------------
+
+def _collective(torch, kind, indices, time_left):
+    import tempfile
+
+    result = {"peers": []}
+    if kind == "cuda":
+        for i in indices:
+            for j in indices:
+                if i < j:
+                    result["peers"].append(_peer(torch, i, j))
+        world = len(indices)
+        backend = "nccl"
+    else:
+        world = 2  # two CPU processes over gloo: the same code path, without a GPU
+        backend = "gloo"
+    if world < 2:
+        result["allreduce"] = {"skipped": "one GPU: nothing to reduce across"}
+        return result
+    import torch.multiprocessing as mp
+
+    folder = tempfile.mkdtemp(prefix="preflight-smoke-")
+    rendezvous = os.path.join(folder, "rendezvous")
+    answers = os.path.join(folder, "answers")
+    os.mkdir(answers)
+    timeout = max(2.0, min(30.0, time_left - 2))
+    try:
+        context = mp.start_processes(_rank, args=(world, backend, kind, indices, rendezvous, answers, timeout),
+                                     nprocs=world, join=False, start_method="spawn")
+        finished = context.join(timeout)
+        deadline = time.monotonic() + timeout
+        while not finished and time.monotonic() < deadline:
+            finished = context.join(max(0.1, deadline - time.monotonic()))
+        if not finished:
+            for process in context.processes:
+                if process.is_alive():
+                    process.kill()
+            result["allreduce"] = {"error": "the all-reduce over %d %s ranks did not finish within %.0f s (%s)"
+                                            % (world, kind, timeout, backend)}
+            return result
+        ranks = []
+        for rank in range(world):
+            with open(os.path.join(answers, "%d.json" % rank)) as handle:
+                ranks.append(json.load(handle))
+        result["allreduce"] = {"backend": backend, "world": world, "correct": all(r["correct"] for r in ranks),
+                               "bus_gbs": min(r["bus_gbs"] for r in ranks),
+                               "errors": [r["error"] for r in ranks if r.get("error")]}
+        return result
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _rank(rank, world, backend, kind, indices, rendezvous, answers, timeout):
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    answer = {"correct": False, "bus_gbs": 0.0}
+    try:
+        if kind == "cuda":
+            torch.cuda.set_device(indices[rank])
+            device = torch.device("cuda", indices[rank])
+        else:
+            device = torch.device("cpu")
+        dist.init_process_group(backend, init_method="file://" + rendezvous, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=timeout))
+        elements = (64 if kind == "cuda" else 4) * MIB // 4
+        tensor = torch.full((elements,), float(rank + 1), device=device)
+        dist.all_reduce(tensor)
+        expected = world * (world + 1) / 2.0
+        answer["correct"] = bool((tensor == expected).all())
+        runs, started = 5, time.monotonic()
+        for _ in range(runs):
+            dist.all_reduce(tensor)
+        if kind == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = max(time.monotonic() - started, 1e-9)
+        # The bus bandwidth NCCL's own tests report for an all-reduce: 2 (n - 1) / n of the data, per second.
+        answer["bus_gbs"] = round(elements * 4 * runs * 2.0 * (world - 1) / world / seconds / 1e9, 2)
+        dist.destroy_process_group()
+    except Exception as exc:
+        answer["error"] = _one_line(exc)
+    with open(os.path.join(answers, "%d.json" % rank), "w") as handle:
+        json.dump(answer, handle)
+
+
+def _peer(torch, i, j):
+    entry = {"pair": [i, j], "access": bool(torch.cuda.can_device_access_peer(i, j))}
+    source = torch.empty(64 * MIB // 4, dtype=torch.float32, device=torch.device("cuda", i)).fill_(2.0)
+    target = source.to(torch.device("cuda", j))
+    torch.cuda.synchronize(j)
+    started = time.monotonic()
+    for _ in range(5):
+        target.copy_(source)
+    torch.cuda.synchronize(j)
+    seconds = max(time.monotonic() - started, 1e-9)
+    entry["gbs"] = round(5 * 64 * MIB / seconds / 1e9, 2)
+    entry["correct"] = bool((target == 2.0).all())
+    return entry
+
+
+# --- a measured workload fit: the user's YOLOv9 checkout, synthetic images ------------------------------------
+
+def _fit(torch, kind, indices, fit, time_left):
+    """A few training steps of the workload's model from the user's checkout, at the batch asked and at half of
+    it, on synthetic images and targets with the trainer's loss, AMP and SGD: the peak memory of each and the
+    per-image slope between them. Nothing is written into the checkout (no bytecode either)."""
+    sys.dont_write_bytecode = True
+    repo = os.path.abspath(fit["repo"])
+    cfg = os.path.join(repo, fit["cfg"])
+    if not os.path.isfile(cfg):
+        return {"error": "no model definition at %s" % cfg}
+    sys.path.insert(0, repo)
+    from models.yolo import Model  # the checkout's own code: what the trainer would build
+
+    loss_module = __import__(fit.get("loss_module", "utils.loss_tal"), fromlist=["ComputeLoss"])
+    device = torch.device(kind, indices[0]) if kind == "cuda" else torch.device("cpu")
+    model = Model(cfg, ch=3, nc=int(fit.get("classes", 80))).to(device)
+    model.hyp = _hyp(repo)
+    compute_loss = loss_module.ComputeLoss(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.937, nesterov=True)
+    cuda = device.type == "cuda"
+    scaler = torch.cuda.amp.GradScaler(enabled=cuda)
+    imgsz, batch = int(fit["imgsz"]), int(fit["batch"])
+    objects = int(fit.get("objects", 8))
+    measured = []
+    for size in sorted({max(1, batch // 2), batch}):
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+        for _ in range(int(fit.get("steps", 2))):
+            images = torch.rand(size, 3, imgsz, imgsz, device=device)
+            targets = _targets(torch, size, objects, device)
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device_type=device.type, enabled=cuda):
+                predictions = model(images)
+                loss, _ = compute_loss(predictions, targets)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        point = {"batch": size, "loss": "%.4g" % float(loss.detach().float().sum())}
+        if cuda:
+            torch.cuda.synchronize(device)
+            point["allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
+            point["reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
+        measured.append(point)
+    result = {"points": measured, "device": str(device), "imgsz": imgsz}
+    if cuda and len(measured) == 2:
+        low, high = measured
+        slope = (high["reserved_bytes"] - low["reserved_bytes"]) / float(high["batch"] - low["batch"])
+        result["per_image_bytes"] = int(slope)
+        free, total = torch.cuda.mem_get_info(device)
+        result["total_bytes"] = int(total)
+        fixed = high["reserved_bytes"] - slope * high["batch"]
+        result["largest_batch"] = int((total - fixed) // slope) if slope > 0 else None
+    del model, optimizer
+    if cuda:
+        torch.cuda.empty_cache()
+    return result
+
+
+# The loss's hyperparameters when the checkout's hyp.scratch-high.yaml cannot be read (the values it holds).
+_HYP = {"box": 7.5, "cls": 0.5, "cls_pw": 1.0, "dfl": 1.5, "fl_gamma": 0.0, "label_smoothing": 0.0}
+
+
+def _hyp(repo):
+    try:
+        import yaml  # the checkout's requirements include PyYAML
+
+        with open(os.path.join(repo, "data", "hyps", "hyp.scratch-high.yaml")) as handle:
+            return dict(_HYP, **yaml.safe_load(handle))
+    except Exception:
+        return dict(_HYP)
+
+
+def _targets(torch, batch, objects, device):
+    """YOLO targets (image index, class, x, y, w, h), ``objects`` boxes per image."""
+    rows = []
+    for image in range(batch):
+        boxes = torch.rand(objects, 4)
+        boxes[:, 2:] = boxes[:, 2:] * 0.2 + 0.05
+        rows.append(torch.cat([torch.full((objects, 1), float(image)), torch.zeros(objects, 1), boxes], 1))
+    return torch.cat(rows).to(device)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
