@@ -239,7 +239,7 @@ def _train_step(torch, device):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     cuda = device.type == "cuda"
     amp_dtype = torch.float16 if cuda else torch.bfloat16
-    scaler = torch.cuda.amp.GradScaler() if cuda else None
+    scaler = _scaler(torch) if cuda else None
     images = torch.randn(8, 3, 128, 128, device=device)
     labels = torch.randint(0, 10, (8,), device=device)
     losses = []
@@ -259,6 +259,15 @@ def _train_step(torch, device):
     return {"ok": all(math.isfinite(v) for v in losses) and finite_grads, "losses": ["%.4g" % v for v in losses],
             "amp": str(amp_dtype).replace("torch.", ""), "finite_gradients": finite_grads,
             "cudnn": bool(torch.backends.cudnn.is_available()) if cuda else None}
+
+
+def _scaler(torch, enabled=True):
+    """AMP's gradient scaler: torch.amp.GradScaler("cuda") where it exists (torch 2.3 and newer), else the older
+    torch.cuda.amp one the YOLOv9 trainers use."""
+    amp = getattr(torch, "amp", None)
+    if amp is not None and hasattr(amp, "GradScaler"):
+        return amp.GradScaler("cuda", enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled)
 
 
 # --- several GPUs: peer access and an all-reduce over a local rendezvous ------------------------------------
@@ -288,10 +297,10 @@ def _collective(torch, kind, indices, time_left):
     os.mkdir(answers)
     timeout = max(2.0, min(30.0, time_left - 2))
     try:
+        deadline = time.monotonic() + timeout
         context = mp.start_processes(_rank, args=(world, backend, kind, indices, rendezvous, answers, timeout),
                                      nprocs=world, join=False, start_method="spawn")
-        finished = context.join(timeout)
-        deadline = time.monotonic() + timeout
+        finished = False
         while not finished and time.monotonic() < deadline:
             finished = context.join(max(0.1, deadline - time.monotonic()))
         if not finished:
@@ -386,7 +395,7 @@ def _fit(torch, kind, indices, fit, time_left):
     compute_loss = loss_module.ComputeLoss(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.937, nesterov=True)
     cuda = device.type == "cuda"
-    scaler = torch.cuda.amp.GradScaler(enabled=cuda)
+    scaler = _scaler(torch, enabled=cuda)
     imgsz, batch = int(fit["imgsz"]), int(fit["batch"])
     objects = int(fit.get("objects", 8))
     measured = []
