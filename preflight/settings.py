@@ -102,6 +102,8 @@ def _timeout(value: Any) -> float:
 
 
 def _facts_from(value: Any) -> str:
+    if value == "auto":  # the default, on every command: no need to load diagnose's module to accept it
+        return value
     from preflight.diagnose.whose_facts import MODES
 
     if value not in MODES:

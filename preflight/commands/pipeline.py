@@ -191,6 +191,8 @@ def workload_request(ruleset: "RuleSet", wanted) -> Dict[str, Any]:
 def fit_requests(ruleset: "RuleSet", labels: Sequence[str]) -> Tuple[Dict[str, Any], ...]:
     """Each WORKLOAD:TASK:IMG of --fit-label sized by the capacity model (its default precision); an unknown
     workload is bad usage (exit 2), named with the ones there are."""
+    if not labels:
+        return ()
     from preflight.capacity import estimate
 
     requests = []
