@@ -47,6 +47,10 @@ def main(argv):
         return _emit(report)
     torch.manual_seed(0)
     indices = _indices(torch, device_kind, request.get("gpus"))
+    if not indices:
+        report["errors"].append("none of the GPUs asked for (--gpus %s) is visible to CUDA here, which sees %d"
+                                % (",".join(str(i) for i in request.get("gpus") or []), torch.cuda.device_count()))
+        return _emit(report)
     checks = request.get("checks") or ["memory", "matmul", "throughput", "train_step", "collective", "fit"]
     share = float(request.get("memory_share", 0.5))
     per_device = max(1.0, left() * 0.6 / max(1, len(indices)))  # the rest: collectives and the measured fit
