@@ -228,7 +228,7 @@ def _workload(values: Dict[str, Any], profile: str):
                            values.get("instances_per_batch"), values.get("labels"))
 
 
-def _smoke(values: Dict[str, Any]):
+def _smoke(values: Dict[str, Any], command: str):
     from preflight.commands.options import SmokeOptions
 
     gpus: Tuple[int, ...] = ()
@@ -244,6 +244,9 @@ def _smoke(values: Dict[str, Any]):
                                  % share, param_hint="--memory-share")
     if values.get("smoke_repo") and not values.get("workload"):
         raise click.UsageError("--repo measures a workload: give --workload too (e.g. --workload gelan-c)")
+    if command == "smoke" and values.get("workload") and not values.get("smoke_repo"):
+        raise click.UsageError("--workload is measured in a YOLOv9 checkout (its models/ and loss): give --repo "
+                               "PATH, e.g. --repo ~/yolov9 (preflight plan estimates it without one)")
     return SmokeOptions(values.get("smoke_device") or "auto", gpus, share, values.get("smoke_repo"))
 
 
@@ -283,7 +286,8 @@ def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
                 click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)]
             profile = values.get("profile", "train")
             workload = _workload(values, profile) if "workload" in values else None
-            smoke = _smoke(values) if values.get("smoke") or context.info_name == "smoke" else None
+            smoke = _smoke(values, context.info_name) if values.get("smoke") or context.info_name == "smoke" \
+                else None
             inert = [name for name in given if name.startswith("smoke_")]
             if smoke is None and inert:
                 raise click.UsageError("%s only mean something with --smoke" % ", ".join(

@@ -128,6 +128,7 @@ def test_the_measured_fit_builds_the_checkouts_own_model_and_changes_nothing(tor
 
 def test_bad_smoke_input_is_a_clear_usage_error():
     for args, said in ((["--repo", "."], "--repo measures a workload: give --workload too"),
+                       (["--workload", "gelan-c"], "give --repo PATH"),
                        (["--memory-share", "2"], "at most 0.95"),
                        (["--gpus", "a,b"], "a list of CUDA indices"),
                        (["--device", "tpu"], "'tpu' is not one of")):
