@@ -111,25 +111,30 @@ def _facts_from(value: Any) -> str:
     return value
 
 
-FIT_TASKS = ("train", "inference")
-
-
 def _fit_labels(value: Any) -> Tuple[str, ...]:
-    """WORKLOAD[:TASK[:IMG]] items, each written out in full (gelan-c -> gelan-c:train:640). Whether the workload
-    exists is checked against the rules (they may add workloads), where the rules are loaded."""
+    """WORKLOAD[:TASK[:IMG]] items, each written out in full (gelan-c -> gelan-c:train:640). The tasks and image
+    sizes are the capacity model's; whether the workload exists is checked against the rules (they may add
+    workloads), where the rules are loaded."""
+    items = _selectors(value)
+    if not items:
+        return ()
     import re
 
+    from preflight.capacity.estimate import IMG_STRIDE, MAX_IMGSZ
+    from preflight.capacity.workloads import PRECISIONS
+
     found = []
-    for item in _selectors(value):
+    for item in items:
         parts = [part.strip() for part in item.split(":")]
         if len(parts) > 3 or not re.match(r"^[a-z0-9][a-z0-9._-]{0,40}$", parts[0]):
             raise ValueError("%r is not WORKLOAD[:TASK[:IMG]] (a workload id such as gelan-c)" % item)
         task = parts[1] if len(parts) > 1 else "train"
-        if task not in FIT_TASKS:
-            raise ValueError("%r: the task must be train or inference, got %r" % (item, task))
+        if task not in PRECISIONS:
+            raise ValueError("%r: the task must be %s, got %r" % (item, " or ".join(PRECISIONS), task))
         size = parts[2] if len(parts) > 2 else "640"
-        if not size.isdigit() or not 32 <= int(size) <= 16384:
-            raise ValueError("%r: the image size must be from 32 to 16384 pixels, got %r" % (item, size))
+        if not size.isdigit() or not IMG_STRIDE <= int(size) <= MAX_IMGSZ:
+            raise ValueError("%r: the image size must be from %d to %d pixels, got %r"
+                             % (item, IMG_STRIDE, MAX_IMGSZ, size))
         found.append("%s:%s:%d" % (parts[0], task, int(size)))
     return tuple(found)
 

@@ -20,7 +20,9 @@ def load_rules(rules_paths: List[str], warn: Warn = None, **kinds) -> loader.Rul
     return ruleset
 
 
-def collect_options(options: CheckOptions, packages: List[Dict[str, Any]]) -> collect.Options:
+def collect_options(options: CheckOptions, packages: List[Dict[str, Any]],
+                    workload: Optional[Dict[str, Any]] = None) -> collect.Options:
+    """How to probe for these options; ``workload``: the sized workload request, which the active test measures."""
     python = None
     if options.python:
         from preflight.probes.python_env import resolve_interpreter
@@ -29,7 +31,7 @@ def collect_options(options: CheckOptions, packages: List[Dict[str, Any]]) -> co
     return collect.Options(timeout=options.timeout, python=python, nvml_fixture=options.nvml_fixture,
                            packages=packages, use_cache=options.use_cache,
                            on_wait=tell_terminal, kernel_log=options.kernel_log,
-                           smoke=options.smoke.request(options.workload, options.timeout) if options.smoke else None)
+                           smoke=options.smoke.request(workload, options.timeout) if options.smoke else None)
 
 
 def tell_terminal(line: str) -> None:
@@ -46,14 +48,15 @@ def tell_terminal(line: str) -> None:
 
 
 def snapshot(options: CheckOptions, probes: Set[str], packages: List[Dict[str, Any]],
-             reuse: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], str]:
+             reuse: Optional[Dict[str, Any]] = None,
+             workload: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Any], str]:
     """(snapshot, where it came from): the saved file of --facts, else these probes run now (``reuse``: some
     already probed)."""
     if options.facts_file:
         from preflight.facts import snapshot as snapshot_file
 
         return snapshot_file.load(options.facts_file), "file %s" % options.facts_file
-    facts = collect.collect(probes, collect_options(options, packages), reuse)
+    facts = collect.collect(probes, collect_options(options, packages, workload), reuse)
     return facts, facts["source"]
 
 

@@ -55,17 +55,18 @@ class SmokeOptions(NamedTuple):
     memory_share: float = 0.5
     repo: Optional[str] = None  # a YOLOv9 checkout: measure the workload's training steps there
 
-    def request(self, workload: Optional["WorkloadOptions"], timeout: float) -> dict:
+    def request(self, workload: Optional[dict], timeout: float) -> dict:
         """The smoke worker's request (preflight/probes/smoke_worker.py): it keeps a tenth of the deadline (at
-        most 5 s) to answer in; preflight kills it at the deadline itself."""
+        most 5 s) to answer in; preflight kills it at the deadline itself. ``workload`` is the sized request
+        (capacity.estimate.make_request): its model is measured with the loss its own trainer uses."""
         request = {"device": self.device, "gpus": list(self.gpus) or None, "memory_share": self.memory_share,
                    "budget": timeout - min(5.0, timeout / 10)}
         if workload is not None and self.repo:
-            folder = "models/detect/%s.yaml" % workload.workload
-            request["fit"] = {"repo": self.repo, "cfg": folder, "batch": workload.batch or 16,
-                              "imgsz": workload.imgsz, "objects": workload.max_objects or 8,
-                              "loss_module": "utils.loss_tal" if workload.workload.startswith("gelan")
-                              else "utils.loss_tal_dual"}
+            dual = workload.get("train_script", "train_dual.py") == "train_dual.py"  # YOLOv9's two heads
+            request["fit"] = {"repo": self.repo, "cfg": "models/detect/%s.yaml" % workload["id"],
+                              "batch": workload["batch"], "imgsz": workload["imgsz"],
+                              "objects": workload.get("max_objects") or 8,
+                              "loss_module": "utils.loss_tal_dual" if dual else "utils.loss_tal"}
         return request
 
 

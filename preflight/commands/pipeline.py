@@ -108,7 +108,7 @@ def observe(prepared: Prepared) -> Tuple[Dict[str, Any], str]:
 
     rules = prepared.rules
     return common.snapshot(prepared.options, probes_needed(rules), selection.required_packages(rules),
-                           prepared.applied.early_facts)
+                           prepared.applied.early_facts, prepared.workload)
 
 
 def context(prepared: Prepared, snapshot: Dict[str, Any]) -> Context:
