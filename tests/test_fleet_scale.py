@@ -207,3 +207,39 @@ def test_a_real_prometheus_over_three_targets_counts_nodes(tmp_path, monkeypatch
         scraper.wait(10)
         for server in servers:
             server.stop()
+
+
+def test_a_serve_that_trickles_its_report_is_cut_at_the_deadline(monkeypatch):
+    import threading
+
+    from preflight.fleet import read
+
+    monkeypatch.setattr(read, "URL_TIMEOUT", 2.0)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    stop = threading.Event()
+
+    def trickle():
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(4096)
+            connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+            while not stop.is_set():  # one byte every half second: each read is quick, the whole never ends
+                try:
+                    connection.sendall(b" ")
+                except OSError:
+                    return
+                time.sleep(0.5)
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        completed = run_cli("fleet", "http://127.0.0.1:%d" % listener.getsockname()[1], "--format", "json")
+    finally:
+        stop.set()
+        listener.close()
+    assert time.monotonic() - started < 15
+    # Nothing else was named, so nothing could be read: exit 2, naming the URL and why.
+    assert completed.returncode == 2 and "the report did not arrive within 2 s" in completed.stderr, completed.stderr

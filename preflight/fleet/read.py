@@ -124,9 +124,23 @@ def fetch(url: str) -> Union[Document, Unreadable]:
 
     parts = urllib.parse.urlsplit(url)
     target = url if parts.path not in ("", "/") else urllib.parse.urlunsplit(parts._replace(path="/report"))
+    import time
+
+    deadline = time.monotonic() + URL_TIMEOUT
     try:
         with urllib.request.urlopen(target, timeout=URL_TIMEOUT) as response:
-            raw = response.read(MAX_FILE_BYTES + 1)
+            # The socket timeout bounds each read; the deadline bounds them all (a server that trickles its
+            # report one byte at a time must not hold the fleet view).
+            chunks, size = [], 0
+            while size <= MAX_FILE_BYTES:
+                chunk = response.read1(min(1 << 16, MAX_FILE_BYTES + 1 - size))  # what has arrived, not 64 KiB
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if time.monotonic() > deadline:
+                    return Unreadable(url, "cannot fetch: the report did not arrive within %.0f s" % URL_TIMEOUT)
+            raw = b"".join(chunks)
     except urllib.error.HTTPError as exc:
         if exc.code == 503:  # serve answers 503 before its first check has finished
             return Unreadable(url, "HTTP 503: no check has finished there yet")
