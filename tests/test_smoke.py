@@ -9,6 +9,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -47,7 +48,7 @@ def test_every_check_runs_on_the_cpu_in_the_jobs_interpreter(torch_python):
     assert {rule_id: r["status"] for rule_id, r in found.items()} == {
         "smoke.torch": "pass", "smoke.memory": "pass", "smoke.matmul.fp32": "pass", "smoke.matmul.tf32": "skip",
         "smoke.matmul.fp16": "pass", "smoke.matmul.bf16": "pass", "smoke.throughput": "skip",
-        "smoke.train_step": "pass", "smoke.allreduce": "pass", "smoke.fit": "skip"}
+        "smoke.throughput.datasheet": "skip", "smoke.bandwidth.datasheet": "skip", "smoke.train_step": "pass", "smoke.allreduce": "pass", "smoke.fit": "skip"}
     assert "torch 2.13.0" in found["smoke.torch"]["message"] and torch_python in found["smoke.torch"]["message"]
     assert "64.0 MiB tested, 0 bytes read back wrong" in found["smoke.memory"]["message"]
     assert float(found["smoke.matmul.fp32"]["observed"]) < 1e-4
@@ -64,7 +65,7 @@ def test_every_check_runs_on_the_cpu_in_the_jobs_interpreter(torch_python):
     assert len(shown) >= 6
     for status, rule_id in shown:
         assert found[rule_id]["status"] == status.lower(), (rule_id, status)
-    assert block.rstrip().endswith(found and "7 passed, 0 warnings, 0 failed, 0 errors, 3 skipped: OK (exit 0)")
+    assert block.rstrip().endswith(found and "7 passed, 0 warnings, 0 failed, 0 errors, 5 skipped: OK (exit 0)")
 
 
 def _checkout(root: Path) -> Path:
@@ -302,3 +303,88 @@ def test_a_collective_that_could_not_start_fails_with_its_reason(tmp_path):
     assert collective["status"] == "fail" and report["ok"] is False
     assert "peer access is not supported between these two devices" in collective["message"]
     assert "peers: not measured" in collective["message"]
+
+
+# --- throughput against NVIDIA's datasheet (rules/knowledge/gpu-datasheets.toml) --------------------------------
+
+def _one_gpu(name, tflops, bandwidth):
+    gpu = _gpu(0, tflops=tflops)
+    gpu["name"], gpu["throughput"]["bandwidth_gbs"] = name, bandwidth
+    return dict(copy.deepcopy(RECORDED), devices=[gpu], checks={"collective": {
+        "peers": [], "allreduce": {"skipped": "one GPU: nothing to reduce across"}}})
+
+
+def test_a_healthy_node_is_near_its_datasheet(tmp_path):
+    found, report = _judge(tmp_path, RECORDED)  # eight H100 SXM at 700 TFLOPS and 2900 GB/s
+    share = found["smoke.throughput.datasheet"]
+    assert share["status"] == "pass" and share["observed"] == round(700 / 989.5, 3)
+    assert "GPU 0 (NVIDIA H100 80GB HBM3): 700.0 TFLOPS, 71% of 989.5" in share["message"]
+    assert found["smoke.bandwidth.datasheet"]["status"] == "pass"
+    assert found["smoke.bandwidth.datasheet"]["observed"] == round(2900 / 3350, 3)
+    # A T4 that lowers its clocks under a long product (70 W) still passes: the threshold allows for it.
+    found, _ = _judge(tmp_path, _one_gpu("Tesla T4", 24.0, 250.0), "t4.json")
+    assert found["smoke.throughput.datasheet"]["status"] == "pass"
+
+
+def test_a_single_gpu_held_far_below_its_datasheet_warns_where_no_peer_could_tell(tmp_path):
+    found, report = _judge(tmp_path, _one_gpu("NVIDIA H200", 150.0, 1200.0))
+    assert found["smoke.throughput"]["status"] == "skip"  # no peers on a one-GPU node
+    slow = found["smoke.throughput.datasheet"]
+    assert slow["status"] == "fail" and slow["severity"] == "warning" and slow["observed"] == 0.152
+    assert "GPU 0 (NVIDIA H200) reached 150.0 TFLOPS, 0.152 of the 989.5 TFLOPS (H200 SXM)" in slow["message"]
+    assert slow["fix"]["title"] == "Find out what holds GPU 0 (NVIDIA H200) below its datasheet"
+    memory = found["smoke.bandwidth.datasheet"]
+    assert memory["status"] == "fail" and memory["observed"] == 0.25 and "4800 GB/s (H200 SXM)" in memory["message"]
+    assert report["ok"] is True  # warnings: the job runs, slowly
+
+
+def test_a_model_the_datasheets_do_not_list_is_not_judged_against_one(tmp_path):
+    found, _ = _judge(tmp_path, _one_gpu("NVIDIA GeForce RTX 4090", 150.0, 900.0))
+    for rule in ("smoke.throughput.datasheet", "smoke.bandwidth.datasheet"):
+        assert found[rule]["status"] == "skip"
+        assert "gpu-datasheets.toml (tested: NVIDIA GeForce RTX 4090)" in found[rule]["message"]
+    # The CPU run measures float32 on no GPU model: nothing to judge either.
+    cpu = _one_gpu("cpu", 0.2, 10.0)
+    cpu["devices"][0]["throughput"]["matmul_dtype"] = "float32"
+    found, _ = _judge(tmp_path, cpu, "cpu.json")
+    assert found["smoke.throughput.datasheet"]["status"] == "skip"
+
+
+def test_the_datasheets_name_the_models_nvml_reports_in_the_recordings():
+    from preflight import datasheets
+
+    sheets = {datasheets.lookup(name) for name in ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB",
+                                                   "Tesla V100-SXM2-16GB")}
+    assert None not in sheets and len(sheets) == 4  # every recorded data-centre model, each its own entry
+    for recording in ("h200-driver580.json", "8x-h100-hgx.json", "2x-a100-40g-driver550-ecc.json",
+                      "v100-retired-pages.json"):
+        recorded = json.loads(Path(nvml_fixture(recording)).read_text())
+        names = re.findall(r'"nvmlDeviceGetName": \{"ok": "([^"]+)"', json.dumps(recorded))
+        assert any(datasheets.lookup(name) for name in names), recording
+    assert datasheets.lookup("A100-SXM4-40GB") == datasheets.lookup("NVIDIA A100-SXM4-40GB")  # older drivers
+    assert datasheets.lookup("NVIDIA H100 PCIe").memory_gbs != datasheets.lookup("NVIDIA H100 80GB HBM3").memory_gbs
+    assert datasheets.lookup("NVIDIA GeForce RTX 3060") is None and datasheets.lookup(None) is None
+
+
+def test_a_bad_datasheet_entry_is_refused_with_its_place(tmp_path, monkeypatch):
+    from preflight import datasheets
+    from preflight.errors import PreflightError
+
+    (tmp_path / "knowledge").mkdir()
+    (tmp_path / "knowledge" / "gpu-datasheets.toml").write_text(
+        '[[gpu]]\nmodel = "X"\nnames = ["NVIDIA X"]\nfp16_tflops = "fast"\nmemory_gbs = 1\nsource = "s"\n')
+    monkeypatch.setattr("preflight.shipped.data_dir", lambda: str(tmp_path))
+    monkeypatch.setattr(datasheets, "_by_name", None)
+    with pytest.raises(PreflightError, match=r"gpu-datasheets.toml:4: \[\[gpu\]\] 1: 'fp16_tflops' must be a "
+                                             r"positive number, found 'fast'"):
+        datasheets.lookup("NVIDIA X")
+
+
+def test_a_one_gpu_node_has_no_all_reduce_to_fail_but_a_collective_cut_by_the_deadline_does(tmp_path):
+    found, report = _judge(tmp_path, _one_gpu("NVIDIA H200", 700.0, 4000.0))
+    assert found["smoke.allreduce"]["status"] == "skip" and report["ok"] is True
+    assert found["smoke.allreduce"]["message"] == "the all-reduce did not run: one GPU: nothing to reduce across"
+    smoke = copy.deepcopy(RECORDED)
+    smoke["checks"]["collective"] = {"skipped": "no time left in the budget"}
+    found, report = _judge(tmp_path, smoke, "late.json")
+    assert found["smoke.allreduce"]["status"] == "error" and report["ok"] is False

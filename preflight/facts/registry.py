@@ -221,6 +221,14 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     Fact("smoke.throughput.peer_ratio", "number", "the slowest GPU's matrix-multiply throughput over the median "
          "of its model's GPUs on this node", ("smoke",), smoke.peer_ratio,
          details=("smoke_device", "smoke_median_tflops", "smoke_throughput"), implies=("smoke_ran", "smoke_peers")),
+    Fact("smoke.throughput.datasheet_share", "number", "the lowest share of its datasheet's FP16 tensor-core peak a "
+         "tested GPU's matrix product reached", ("smoke",), smoke.datasheet_ratio("tflops"),
+         details=("smoke_device", "smoke_measured", "smoke_datasheet", "smoke_shares"),
+         implies=("smoke_ran", "smoke_datasheet")),
+    Fact("smoke.bandwidth.datasheet_share", "number", "the lowest share of its datasheet's memory bandwidth a tested "
+         "GPU's device-to-device copy reached", ("smoke",), smoke.datasheet_ratio("bandwidth"),
+         details=("smoke_device", "smoke_measured", "smoke_datasheet", "smoke_shares"),
+         implies=("smoke_ran", "smoke_datasheet")),
     Fact("smoke.train_step", "enum", "a small network's training steps (convolutions, AMP, backward, SGD)",
          ("smoke",), smoke.train_step, values=("ok", "failed"), details=("smoke_failures", "smoke_amp"),
          implies=("smoke_ran",)),
@@ -228,7 +236,7 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
          "--device cpu), and peer access between GPU pairs", ("smoke",), smoke.allreduce,
          values=("ok", "wrong", "failed"),
          details=("smoke_backend", "smoke_bus_gbs", "smoke_world", "smoke_peers", "smoke_detail"),
-         implies=("smoke_ran",)),
+         implies=("smoke_ran", "smoke_collective")),
     Fact("smoke.fit", "enum", "the workload's training steps measured in the user's checkout", ("smoke",),
          smoke.fit, values=("measured", "failed"), details=("smoke_detail", "smoke_points", "smoke_largest", "smoke_estimate"),
          implies=("smoke_ran", "smoke_fit"), context=("workload",)),

@@ -124,6 +124,56 @@ def has_peers(facts: SnapshotView) -> Optional[str]:
     return None
 
 
+# What each datasheet figure is compared with: the matrix product's TFLOPS (only a float16 product: the datasheets
+# give FP16 tensor-core figures) and the copy's bandwidth.
+_AGAINST_DATASHEET = {"tflops": ("matmul_tflops", "fp16_tflops", "TFLOPS"),
+                      "bandwidth": ("bandwidth_gbs", "memory_gbs", "GB/s")}
+
+
+def _against_datasheet(facts: SnapshotView, what: str) -> list:
+    """(ratio, device, measured, datasheet) for every tested GPU whose model the datasheets list."""
+    from preflight import datasheets
+
+    measured_key, sheet_key, _ = _AGAINST_DATASHEET[what]
+    rows = []
+    for device, result in _measured(facts, "throughput"):
+        sheet = datasheets.lookup(device.get("name"))
+        if sheet is None or (what == "tflops" and result.get("matmul_dtype") != "float16"):
+            continue
+        value = float(result[measured_key])
+        rows.append((value / getattr(sheet, sheet_key), device, value, sheet))
+    if not rows:
+        names = sorted({str(d.get("name")) for d, _ in _measured(facts, "throughput")})
+        raise Unknown("no tested GPU has a datasheet figure in rules/%s (tested: %s)" % (
+            datasheets.DATA_FILE, ", ".join(names)))
+    return rows
+
+
+def datasheet_ratio(what: str):
+    """The lowest measured share of the datasheet's peak over the tested GPUs (matrix TFLOPS or bandwidth)."""
+    unit = _AGAINST_DATASHEET[what][2]
+    sheet_key = _AGAINST_DATASHEET[what][1]
+
+    def compute(facts: SnapshotView, gpu) -> Tuple[float, Dict[str, Any]]:
+        rows = _against_datasheet(facts, what)
+        ratio, device, value, sheet = min(rows, key=lambda row: row[0])
+        return round(ratio, 3), {
+            "smoke_device": label(device), "smoke_measured": "%.1f %s" % (value, unit),
+            "smoke_datasheet": "%g %s (%s)" % (getattr(sheet, sheet_key), unit, sheet.model),
+            "smoke_shares": "; ".join("%s: %.1f %s, %.0f%% of %g" % (label(d), v, unit, r * 100,
+                                                                     getattr(s, sheet_key)) for r, d, v, s in rows)}
+    return compute
+
+
+def has_datasheet(facts: SnapshotView) -> Optional[str]:
+    try:
+        for what in _AGAINST_DATASHEET:
+            _against_datasheet(facts, what)
+    except Unknown as unknown:
+        return "throughput is compared with NVIDIA's datasheet only for the models it lists: %s" % unknown
+    return None
+
+
 def train_step(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     failed = []
     for device in devices(facts):
@@ -156,6 +206,15 @@ def _node_check(facts: SnapshotView, name: str, what: str) -> Dict[str, Any]:
     if not isinstance(result, dict) or "skipped" in result:
         raise Unknown("%s did not run (%s)" % (what, (result or {}).get("skipped", "not asked")))
     return result
+
+
+def collective_ran(facts: SnapshotView) -> Optional[str]:
+    """The collective had ranks to reduce across: a one-GPU node has none, which is no failure (a collective the
+    deadline left no time for is, as smoke.allreduce's unknown)."""
+    collective = (answer(facts).get("checks") or {}).get("collective")
+    reduce = collective.get("allreduce") if isinstance(collective, dict) else None
+    skipped = reduce.get("skipped") if isinstance(reduce, dict) else None
+    return "the all-reduce did not run: %s" % skipped if skipped else None
 
 
 def allreduce(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
