@@ -73,15 +73,18 @@ def gpu_summary(gpus: List[Dict[str, Any]]) -> str:
 def line(host: Optional[str], inventory: Dict[str, Any]) -> str:
     """One line: host | GPUs | driver (CUDA) | Python, torch."""
     driver = inventory.get("driver") or {}
+    gpus = gpu_summary(inventory.get("gpus") or [])
     if driver.get("version"):
         drivers = "driver %s (CUDA %s)" % (driver["version"], driver.get("cuda") or "?")
+    elif not driver.get("nvml"):  # NVML was not asked (smoke, or a --select without GPU rules): nothing is known
+        gpus, drivers = "GPUs and driver not probed", None
     else:
-        drivers = "no driver (NVML: %s)" % (driver.get("nvml") or "not probed")
+        drivers = "no driver (NVML: %s)" % driver["nvml"]
     python = inventory.get("python") or {}
     torch = inventory.get("torch")
     software = "Python %s, %s" % (python.get("version") or "?", "torch %s" % torch["version"] if torch else "no torch") \
         if python else "Python not probed"
-    return " | ".join([host or "unknown host", gpu_summary(inventory.get("gpus") or []), drivers, software])
+    return " | ".join(part for part in (host or "unknown host", gpus, drivers, software) if part)
 
 
 def json_schema() -> Dict[str, Any]:

@@ -388,3 +388,11 @@ def test_a_one_gpu_node_has_no_all_reduce_to_fail_but_a_collective_cut_by_the_de
     smoke["checks"]["collective"] = {"skipped": "no time left in the budget"}
     found, report = _judge(tmp_path, smoke, "late.json")
     assert found["smoke.allreduce"]["status"] == "error" and report["ok"] is False
+
+
+def test_the_report_heading_says_the_gpus_were_not_probed_rather_than_that_there_are_none():
+    # smoke (and a --select without GPU rules) never asks NVML: "no GPU | no driver" would be a false statement.
+    text = run_cli("check", "--select", "python.packages").stdout
+    assert "| GPUs and driver not probed |" in text.splitlines()[0] and "no GPU" not in text
+    text = run_cli("check", "--nvml-fixture", nvml_fixture("no-library.json"), "--select", "gpu").stdout
+    assert "| no GPU | no driver (NVML: library_not_found) |" in " ".join(text.split("\n  "))
