@@ -30,7 +30,6 @@ import click
 from preflight import __version__
 from preflight.engine.model import PROFILES
 from preflight.errors import ExitCode, PreflightError
-from preflight.commands.schema import DOCUMENTS as SCHEMA_DOCUMENTS
 from preflight.render.formats import names as format_names
 
 _COLORS = click.Choice(["auto", "always", "never"])
@@ -337,7 +336,41 @@ def _show_version(context, parameter, value) -> None:
 
 # --- commands ---------------------------------------------------------------------------------
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+_BUILDERS: Dict[str, Callable[[], click.Command]] = {}
+
+
+def lazy_command(name: str) -> Callable:
+    """Register the function that declares command ``name``: it runs only when that command is used (or a help
+    listing names it), because declaring every command's options would cost each run its start-up time."""
+    def register(build: Callable[[], click.Command]) -> Callable[[], click.Command]:
+        _BUILDERS[name] = build
+        return build
+    return register
+
+
+class _Commands(click.Group):
+    def list_commands(self, context) -> List[str]:
+        return sorted(_BUILDERS)
+
+    def get_command(self, context, name: str) -> Optional[click.Command]:
+        if name not in self.commands and name in _BUILDERS:
+            built = _BUILDERS[name]()
+            summary, examples = HELP[name]
+            built.short_help = summary
+            built.epilog = "\b\nExamples:\n" + "\n".join("  " + example for example in examples)
+            self.add_command(built, name)
+        return self.commands.get(name)
+
+
+def command(name: str) -> click.Command:
+    """The command ``name`` of the CLI, declared now if it was not yet (KeyError: no such command)."""
+    found = cli.get_command(None, name)
+    if found is None:
+        raise KeyError(name)
+    return found
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
               help="Show the version and the date of preflight's release knowledge, and exit.")
 def cli() -> None:
@@ -362,391 +395,435 @@ def cli() -> None:
     """
 
 
-@cli.command()
-@declare(CHECK)
-@click.option("--format", "output_format", type=click.Choice(format_names("report")), default="text", show_default=True,
-              help="text for people; json (preflight.report/1); jsonl (the same, one line); junit for CI; prometheus for node_exporter's textfile "
-                   "collector; nfd for Node Feature Discovery's features.d; npd for node-problem-detector "
-                   "(exit 0 OK, 1 problem, 2 unknown).")
-@OUTPUT
-@click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
-              help="With --format nfd: NFD drops the labels if the file is not rewritten within this time (0: never).")
-@click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
-@click.option("--color", type=_COLORS, default="auto", show_default=True,
-              help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
-@declare(KEEP)
-@click.option("--smoke", is_flag=True, help="Also run the active test (as preflight smoke: it loads the GPUs for up "
-              "to --timeout, 60 s by default with --smoke) and judge its results with the other rules.")
-@check_options(PROBE, WORKLOAD, FIT, SMOKE, consume=_names(CHECK) + ["smoke"])
-def check(options, output_format, output, expires_in, quiet, color, report_dir, syslog) -> int:
-    """Check this machine and environment against the rules; print a report with a fix for every problem."""
-    from preflight.commands import check as command
+@lazy_command("check")
+def _check() -> click.Command:
+    @click.command("check")
+    @declare(CHECK)
+    @click.option("--format", "output_format", type=click.Choice(format_names("report")), default="text", show_default=True,
+                  help="text for people; json (preflight.report/1); jsonl (the same, one line); junit for CI; prometheus for node_exporter's textfile "
+                       "collector; nfd for Node Feature Discovery's features.d; npd for node-problem-detector "
+                       "(exit 0 OK, 1 problem, 2 unknown).")
+    @OUTPUT
+    @click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
+                  help="With --format nfd: NFD drops the labels if the file is not rewritten within this time (0: never).")
+    @click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
+    @click.option("--color", type=_COLORS, default="auto", show_default=True,
+                  help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
+    @declare(KEEP)
+    @click.option("--smoke", is_flag=True, help="Also run the active test (as preflight smoke: it loads the GPUs for up "
+                  "to --timeout, 60 s by default with --smoke) and judge its results with the other rules.")
+    @check_options(PROBE, WORKLOAD, FIT, SMOKE, consume=_names(CHECK) + ["smoke"])
+    def check(options, output_format, output, expires_in, quiet, color, report_dir, syslog) -> int:
+        """Check this machine and environment against the rules; print a report with a fix for every problem."""
+        from preflight.commands import check as command
 
-    return command.main(options, _shown(output_format, output, quiet, color, _duration("--expires-in", expires_in)),
-                        _warn, _kept(report_dir, syslog))
-
-
-@cli.command()
-@click.option("--format", "output_format", type=click.Choice(format_names("report")), default="text", show_default=True,
-              help="As check: text, json (preflight.report/1), jsonl, junit, prometheus, nfd, npd.")
-@OUTPUT
-@click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
-@click.option("--color", type=_COLORS, default="auto", show_default=True,
-              help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
-@declare(KEEP)
-@check_options(PROBE, WORKLOAD, SMOKE, [click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too."),
-                                        CONFIG])
-def smoke(options, output_format, output, quiet, color, report_dir, syslog) -> int:
-    """Run short, bounded, real work on the GPUs in the job's interpreter and judge it: memory patterns, matrix
-    products against a CPU reference (FP32, TF32, FP16, BF16), throughput against the node's other GPUs of the
-    same model and NVIDIA's datasheet for the model, a training step with AMP and cuDNN, peer access and an all-reduce over the local GPUs; with
-    --workload and --repo, that workload's training steps measured in the user's YOLOv9 checkout.
-
-    \b
-    Everything runs in --python's interpreter (else this one) with its torch, in its own process group, killed
-    at --timeout (60 s by default). It loads the GPUs: slurm and serve never run it by default.
-    Exit codes: 0 passed, 1 a check failed, 2 bad usage.
-    """
-    from preflight.commands import check as command
-
-    options = options.replace(select=("smoke",), given=options.given | {"select"})
-    return command.main(options, _shown(output_format, output, quiet, color), _warn, _kept(report_dir, syslog))
+        return command.main(options, _shown(output_format, output, quiet, color, _duration("--expires-in", expires_in)),
+                            _warn, _kept(report_dir, syslog))
+    return check
 
 
-@cli.command()
-@click.option("--list", "list_facts", is_flag=True, help="List the facts rules can read instead of collecting them.")
-@click.option("--format", "output_format", type=click.Choice(format_names("facts")), default="json", show_default=True,
-              help="json: the snapshot (preflight.facts/1); text: a block to paste into a bug report.")
-@OUTPUT
-@check_options(PROBE)
-def facts(options, list_facts, output_format, output) -> int:
-    """Print everything the probes see, as JSON (save it and replay it with 'check --facts FILE'), or as a short
-    text block for a bug report (--format text)."""
-    from preflight.commands import facts as command
+@lazy_command("smoke")
+def _smoke() -> click.Command:
+    @click.command("smoke")
+    @click.option("--format", "output_format", type=click.Choice(format_names("report")), default="text", show_default=True,
+                  help="As check: text, json (preflight.report/1), jsonl, junit, prometheus, nfd, npd.")
+    @OUTPUT
+    @click.option("-q", "--quiet", is_flag=True, help="Show only failures, warnings and errors.")
+    @click.option("--color", type=_COLORS, default="auto", show_default=True,
+                  help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
+    @declare(KEEP)
+    @check_options(PROBE, WORKLOAD, SMOKE, [click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too."),
+                                            CONFIG])
+    def smoke(options, output_format, output, quiet, color, report_dir, syslog) -> int:
+        """Run short, bounded, real work on the GPUs in the job's interpreter and judge it: memory patterns, matrix
+        products against a CPU reference (FP32, TF32, FP16, BF16), throughput against the node's other GPUs of the
+        same model and NVIDIA's datasheet for the model, a training step with AMP and cuDNN, peer access and an all-reduce over the local GPUs; with
+        --workload and --repo, that workload's training steps measured in the user's YOLOv9 checkout.
 
-    return command.list_facts() if list_facts else command.main(options, _shown(output_format, output), _warn)
+        \b
+        Everything runs in --python's interpreter (else this one) with its torch, in its own process group, killed
+        at --timeout (60 s by default). It loads the GPUs: slurm and serve never run it by default.
+        Exit codes: 0 passed, 1 a check failed, 2 bad usage.
+        """
+        from preflight.commands import check as command
 
-
-@cli.command("rules")
-@setting("profile", type=click.Choice(PROFILES), metavar=None, help="Only the rules of this profile.")
-@click.option("--format", "output_format", type=click.Choice(format_names("rules")), default="text",
-              show_default=True)
-@setting("rules", help="Add or override rules (repeatable).")
-def list_rules(profile, output_format, rules_paths) -> int:
-    """List the rules (the defaults plus any --rules)."""
-    from preflight.commands import rules
-
-    return rules.list_rules(list(rules_paths), profile, output_format, _warn)
-
-
-@cli.command()
-@click.argument("rule_id", shell_complete=_complete("explain"))
-@setting("rules", help="Add or override rules (repeatable).")
-def explain(rule_id, rules_paths) -> int:
-    """Show one rule or known failure in full: what it checks or recognises, why, its source and its fix."""
-    from preflight.commands import rules
-
-    return rules.explain(rule_id, list(rules_paths), _warn)
+        options = options.replace(select=("smoke",), given=options.given | {"select"})
+        return command.main(options, _shown(output_format, output, quiet, color), _warn, _kept(report_dir, syslog))
+    return smoke
 
 
-@cli.command()
-@click.argument("log", required=False, metavar="[LOG|-]", shell_complete=_complete_files)
-@click.option("--format", "output_format", type=click.Choice(format_names("diagnosis")), default="text",
-              show_default=True)
-@click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file, shell_complete=_complete_files,
-              help="Make fixes concrete with a saved snapshot instead of probing.")
-@setting("facts_from", default="auto", show_default=True)
-@click.option("--no-facts", is_flag=True, help="Do not look at this machine: the same as --facts-from log.")
-@setting("profile", type=click.Choice(PROFILES), metavar=None, default="train", show_default=True,
-         help="Profile of the related check rules shown with each problem.")
-@click.option("--list", "list_catalog", is_flag=True, help="List the known failures instead of reading a log.")
-@click.option("--color", type=_COLORS, default="auto", show_default=True)
-@OUTPUT
-@CONFIG
-@check_options(PROBE, consume=("facts_file", "profile", "config", "facts_from"))
-def diagnose(options, log, output_format, no_facts, list_catalog, color, output) -> int:
-    """Read a failed run's log (a file, '-' or a pipe) and name each known problem with its cause and fix.
+@lazy_command("facts")
+def _facts() -> click.Command:
+    @click.command("facts")
+    @click.option("--list", "list_facts", is_flag=True, help="List the facts rules can read instead of collecting them.")
+    @click.option("--format", "output_format", type=click.Choice(format_names("facts")), default="json", show_default=True,
+                  help="json: the snapshot (preflight.facts/1); text: a block to paste into a bug report.")
+    @OUTPUT
+    @check_options(PROBE)
+    def facts(options, list_facts, output_format, output) -> int:
+        """Print everything the probes see, as JSON (save it and replay it with 'check --facts FILE'), or as a short
+        text block for a bug report (--format text)."""
+        from preflight.commands import facts as command
 
-    \b
-    Exit codes: 0 nothing known found, 1 at least one known problem, 2 bad input.
-    """
-    from preflight.commands import diagnose as command
+        return command.list_facts() if list_facts else command.main(options, _shown(output_format, output), _warn)
+    return facts
 
-    if list_catalog:
+
+@lazy_command("rules")
+def _list_rules() -> click.Command:
+    @click.command("rules")
+    @setting("profile", type=click.Choice(PROFILES), metavar=None, help="Only the rules of this profile.")
+    @click.option("--format", "output_format", type=click.Choice(format_names("rules")), default="text",
+                  show_default=True)
+    @setting("rules", help="Add or override rules (repeatable).")
+    def list_rules(profile, output_format, rules_paths) -> int:
+        """List the rules (the defaults plus any --rules)."""
         from preflight.commands import rules
 
-        return rules.list_failures(options.rules_paths, _warn)
-    if options.facts_file and (no_facts or options.facts_from == "log"):
-        raise click.UsageError("--facts FILE and --no-facts (--facts-from log) contradict each other: give one")
-    if no_facts:
-        if "facts_from" in options.given and options.facts_from != "log":
-            raise click.UsageError("--no-facts is --facts-from log; --facts-from %s contradicts it" % options.facts_from)
-        options = options.replace(facts_from="log", given=options.given | {"facts_from"})
-    if log is None:
-        if sys.stdin is not None and sys.stdin.isatty():
-            raise click.UsageError("give a log file, or pipe one in: preflight diagnose train.log / ... | preflight diagnose -")
-        log = "-"
-    return command.main(log, options, _shown(output_format, output, color=color), _warn)
+        return rules.list_rules(list(rules_paths), profile, output_format, _warn)
+    return list_rules
 
 
-@cli.command()
-@declare(workload_group(required=True))
-@click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME", shell_complete=_complete("gpus"),
-              help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
-@click.option("--gpu-memory", metavar="SIZE", help="Plan for one GPU that is not in the catalog: its total memory "
-              "as nvidia-smi shows it (6GiB, 6144MiB); usable memory is estimated at 97% of it.")
-@click.option("--gpus", type=int, default=1, show_default=True, metavar="N",
-              help="GPUs of each kind the run uses under torchrun (DDP): the total --batch is split over them, each "
-                   "row judges rank 0's share (the tightest: only rank 0 validates), and the largest batches are "
-                   "totals over the N GPUs.")
-@click.option("--cc", "compute_capability", metavar="X.Y", help="With --gpu-memory: that GPU's compute capability "
-              "(8.6), to say whether PyTorch supports its architecture.")
-@click.option("--format", "output_format", type=click.Choice(format_names("plan")), default="text",
-              show_default=True)
-@OUTPUT
-@click.option("--color", type=_COLORS, default="auto", show_default=True,
-              help="Colour the text (auto: only on a terminal, never when NO_COLOR is set).")
-@click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file, shell_complete=_complete_files,
-              help="This machine's GPUs from a saved snapshot.")
-@click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=_complete_files,
-              help="This machine's GPUs from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
-@setting("timeout", default="10", show_default=True)
-@setting("rules", help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
-@CONFIG
-@check_options(consume=tuple(_names(workload_group(required=True))) + (
-    "facts_file", "nvml_fixture", "timeout", "rules_paths", "config"))
-def plan(options, gpu_filters, gpu_memory, compute_capability, gpus, output_format, output, color) -> int:
-    """Will a workload fit, and which GPU to use: memory needed, the verdict, and the largest batches, per GPU.
+@lazy_command("explain")
+def _explain() -> click.Command:
+    @click.command("explain")
+    @click.argument("rule_id", shell_complete=_complete("explain"))
+    @setting("rules", help="Add or override rules (repeatable).")
+    def explain(rule_id, rules_paths) -> int:
+        """Show one rule or known failure in full: what it checks or recognises, why, its source and its fix."""
+        from preflight.commands import rules
 
-    \b
-    Verdicts: fits (the whole run's peak, validation cache and margin included, is
-    within the usable memory); tight (only the training steps' own need is: it
-    should run, as PyTorch gives back cached memory before it runs out); does not
-    fit (not even the training steps). --batch is the trainer's total batch; with
-    --gpus N it is split over N GPUs as torchrun (DDP) splits it, rank 0 (which
-    alone validates) is judged, and the largest batches are totals over the N.
-    """
-    from preflight.commands import plan as command
-
-    if compute_capability is not None and gpu_memory is None:
-        raise click.UsageError("--cc describes the GPU --gpu-memory gives; add --gpu-memory SIZE")
-    if gpu_memory is not None and gpu_filters:
-        raise click.UsageError("--gpu-memory plans for that GPU alone; leave out --gpu")
-    custom = command.custom_gpu(gpu_memory, compute_capability) if gpu_memory is not None else None
-    return command.main(options, list(gpu_filters), _shown(output_format, output, color=color), _warn, custom, gpus)
+        return rules.explain(rule_id, list(rules_paths), _warn)
+    return explain
 
 
-@cli.command()
-@click.argument("paths", nargs=-1, required=True, metavar="PATH|URL|-...", shell_complete=_complete_files)
-@click.option("--baseline", metavar="NODE|FILE",
-              help="A known-good node (its name among the files read) or its report or snapshot file: list the "
-                   "facts on which each node differs from it.")
-@click.option("--format", "output_format", type=click.Choice(format_names("fleet")),
-              default="text", show_default=True)
-@OUTPUT
-@setting("rules", help="Add or override rules (as check --rules) for the snapshots evaluated here.")
-@check_options(CHECK_WITHOUT_FACTS, consume=("rules_paths",))
-def fleet(options, paths, baseline, output_format, output) -> int:
-    """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz; '-' reads a
-    stream of them from standard input; http://HOST:PORT reads a preflight serve's /report, 32 at a time, 10 s
-    each), snapshots evaluated here with the same rules and options as check. Which nodes are not ready and why
-    (root causes first, each group of nodes with its own fix, node lists folded as Slurm folds them:
-    gpu-b[001-040,044]), and the drift."""
-    from preflight.commands import fleet as command
+@lazy_command("diagnose")
+def _diagnose() -> click.Command:
+    @click.command("diagnose")
+    @click.argument("log", required=False, metavar="[LOG|-]", shell_complete=_complete_files)
+    @click.option("--format", "output_format", type=click.Choice(format_names("diagnosis")), default="text",
+                  show_default=True)
+    @click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file, shell_complete=_complete_files,
+                  help="Make fixes concrete with a saved snapshot instead of probing.")
+    @setting("facts_from", default="auto", show_default=True)
+    @click.option("--no-facts", is_flag=True, help="Do not look at this machine: the same as --facts-from log.")
+    @setting("profile", type=click.Choice(PROFILES), metavar=None, default="train", show_default=True,
+             help="Profile of the related check rules shown with each problem.")
+    @click.option("--list", "list_catalog", is_flag=True, help="List the known failures instead of reading a log.")
+    @click.option("--color", type=_COLORS, default="auto", show_default=True)
+    @OUTPUT
+    @CONFIG
+    @check_options(PROBE, consume=("facts_file", "profile", "config", "facts_from"))
+    def diagnose(options, log, output_format, no_facts, list_catalog, color, output) -> int:
+        """Read a failed run's log (a file, '-' or a pipe) and name each known problem with its cause and fix.
 
-    return command.main(options, list(paths), baseline, _shown(output_format, output), _warn)
+        \b
+        Exit codes: 0 nothing known found, 1 at least one known problem, 2 bad input.
+        """
+        from preflight.commands import diagnose as command
 
+        if list_catalog:
+            from preflight.commands import rules
 
-@cli.command()
-@declare(CHECK_WITHOUT_FACTS)
-@click.option("--listen", default="127.0.0.1:10480", show_default=True, metavar="HOST:PORT",
-              help="Where to serve /healthz, /metrics and /report (0.0.0.0:10480 for every interface; port 0: any).")
-@click.option("--interval", default="60s", show_default=True, metavar="DURATION",
-              help="How often to check (requests never start a check).")
-@click.option("--nfd-output", metavar="FILE", shell_complete=_complete_files,
-              help="Also write the NFD feature file after every check (as check --format nfd --output FILE).")
-@click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
-              help="With --nfd-output: NFD drops the labels if the file is not rewritten within this time.")
-@check_options(PROBE, WORKLOAD, FIT, consume=_names(CHECK_WITHOUT_FACTS))
-def serve(options, listen, interval, nfd_output, expires_in) -> int:
-    """Check every interval and serve the latest result over HTTP: /healthz (200 OK, 503 failing) for
-    Kubernetes probes, /metrics for Prometheus, /report as JSON. SIGTERM stops it."""
-    from preflight.commands import serve as command
-
-    seconds = _duration("--interval", interval)
-    if seconds < 1:
-        raise click.UsageError("--interval must be at least 1s, got %s" % interval)
-    return command.main(options, listen, seconds, nfd_output, _duration("--expires-in", expires_in), _warn)
-
-
-@cli.command()
-@click.argument("name", required=False, type=click.Choice(list(SCHEMA_DOCUMENTS)))
-@OUTPUT
-def schema(name, output) -> int:
-    """Print the JSON Schema (draft 2020-12) of a JSON document preflight writes: report (check --format json),
-    diagnosis, plan, facts or fleet; or of the site configuration it reads (config, its TOML as JSON); without
-    NAME, list them."""
-    from preflight.commands import schema as command
-
-    return command.main(name, output)
+            return rules.list_failures(options.rules_paths, _warn)
+        if options.facts_file and (no_facts or options.facts_from == "log"):
+            raise click.UsageError("--facts FILE and --no-facts (--facts-from log) contradict each other: give one")
+        if no_facts:
+            if "facts_from" in options.given and options.facts_from != "log":
+                raise click.UsageError("--no-facts is --facts-from log; --facts-from %s contradicts it" % options.facts_from)
+            options = options.replace(facts_from="log", given=options.given | {"facts_from"})
+        if log is None:
+            if sys.stdin is not None and sys.stdin.isatty():
+                raise click.UsageError("give a log file, or pipe one in: preflight diagnose train.log / ... | preflight diagnose -")
+            log = "-"
+        return command.main(log, options, _shown(output_format, output, color=color), _warn)
+    return diagnose
 
 
-@cli.command()
-@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
-def completion(shell) -> int:
-    """Print a shell completion script: commands, options, rule ids (--select, --ignore, explain), workloads and
-    catalog GPUs. bash: eval "$(preflight completion bash)" in ~/.bashrc; zsh: in ~/.zshrc; fish:
-    preflight completion fish > ~/.config/fish/completions/preflight.fish"""
-    from preflight.commands import completion as command
+@lazy_command("plan")
+def _plan() -> click.Command:
+    @click.command("plan")
+    @declare(workload_group(required=True))
+    @click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME", shell_complete=_complete("gpus"),
+                  help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
+    @click.option("--gpu-memory", metavar="SIZE", help="Plan for one GPU that is not in the catalog: its total memory "
+                  "as nvidia-smi shows it (6GiB, 6144MiB); usable memory is estimated at 97% of it.")
+    @click.option("--gpus", type=int, default=1, show_default=True, metavar="N",
+                  help="GPUs of each kind the run uses under torchrun (DDP): the total --batch is split over them, each "
+                       "row judges rank 0's share (the tightest: only rank 0 validates), and the largest batches are "
+                       "totals over the N GPUs.")
+    @click.option("--cc", "compute_capability", metavar="X.Y", help="With --gpu-memory: that GPU's compute capability "
+                  "(8.6), to say whether PyTorch supports its architecture.")
+    @click.option("--format", "output_format", type=click.Choice(format_names("plan")), default="text",
+                  show_default=True)
+    @OUTPUT
+    @click.option("--color", type=_COLORS, default="auto", show_default=True,
+                  help="Colour the text (auto: only on a terminal, never when NO_COLOR is set).")
+    @click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file, shell_complete=_complete_files,
+                  help="This machine's GPUs from a saved snapshot.")
+    @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=_complete_files,
+                  help="This machine's GPUs from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
+    @setting("timeout", default="10", show_default=True)
+    @setting("rules", help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
+    @CONFIG
+    @check_options(consume=tuple(_names(workload_group(required=True))) + (
+        "facts_file", "nvml_fixture", "timeout", "rules_paths", "config"))
+    def plan(options, gpu_filters, gpu_memory, compute_capability, gpus, output_format, output, color) -> int:
+        """Will a workload fit, and which GPU to use: memory needed, the verdict, and the largest batches, per GPU.
 
-    return command.main(cli, shell)
+        \b
+        Verdicts: fits (the whole run's peak, validation cache and margin included, is
+        within the usable memory); tight (only the training steps' own need is: it
+        should run, as PyTorch gives back cached memory before it runs out); does not
+        fit (not even the training steps). --batch is the trainer's total batch; with
+        --gpus N it is split over N GPUs as torchrun (DDP) splits it, rank 0 (which
+        alone validates) is judged, and the largest batches are totals over the N.
+        """
+        from preflight.commands import plan as command
 
-
-@cli.command("exec", context_settings={"allow_interspersed_args": False})
-@declare(CHECK)
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "jsonl"]), default="text",
-              show_default=True, help="Format of the report, written to standard error. text: one line when the "
-                                      "checks pass, the full report when they fail; jsonl: the JSON report on one "
-                                      "line, for log shippers.")
-@click.option("-v", "--verbose", is_flag=True, help="With text: the full report even when the checks pass.")
-@click.option("-q", "--quiet", is_flag=True, help="In a full report, only failures, warnings and errors.")
-@click.option("--warn-only", is_flag=True, help="Start the command even when checks fail (the report still says so).")
-@click.option("--retry-timeout", default="0", show_default=True, metavar="DURATION",
-              help="Keep checking until they pass or this much time has gone (30s, 5m): for a GPU or driver that "
-                   "comes up late.")
-@click.option("--sleep", default="1s", show_default=True, metavar="DURATION", help="Wait between checks.")
-@click.option("--fail-exit-code", type=click.IntRange(1, 255), default=int(ExitCode.EXEC_BLOCKED), show_default=True,
-              metavar="N", help="Exit with N when the checks keep COMMAND from starting (78 is EX_CONFIG), so a "
-                                "job controller can tell an unfit node from a crashed script.")
-@click.option("--termination-log", default="/dev/termination-log", show_default=True, metavar="FILE",
-              shell_complete=_complete_files,
-              help="When the checks keep COMMAND from starting, write the reason as one line here if the file "
-                   "exists and is writable (Kubernetes' terminationMessagePath).")
-@declare(KEEP)
-@check_options(PROBE, consume=_names(CHECK))
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec_command(options, output_format, verbose, quiet, warn_only, retry_timeout, sleep, fail_exit_code,
-                 termination_log, report_dir, syslog, command) -> int:
-    """Run the checks, then replace preflight with COMMAND (as a container ENTRYPOINT: preflight exec -- CMD...).
-
-    \b
-    The report goes to standard error: one line when the checks pass (--verbose:
-    all of it), the full report when they fail. When they fail, COMMAND does not
-    start (unless --warn-only): preflight exits 78 (--fail-exit-code) and writes
-    the reason to /dev/termination-log when it exists (Kubernetes). Otherwise
-    COMMAND takes over this process (same PID, signals and exit status). Extra
-    options can come from PREFLIGHT_ARGS (options only: a stray word or '--'
-    there is exit 2); PREFLIGHT_SKIP=1 skips the checks (and says so).
-    Exit codes: COMMAND's own; 78 checks failed (--fail-exit-code); 2 bad usage;
-    126 COMMAND cannot be run; 127 COMMAND not found.
-    """
-    from preflight.commands import exec as run
-
-    return run.main(options, command, _shown(output_format, quiet=quiet), warn_only,
-                    _duration("--retry-timeout", retry_timeout), _duration("--sleep", sleep), _log, _warn,
-                    fail_exit_code, termination_log, verbose, _kept(report_dir, syslog, required=False))
+        if compute_capability is not None and gpu_memory is None:
+            raise click.UsageError("--cc describes the GPU --gpu-memory gives; add --gpu-memory SIZE")
+        if gpu_memory is not None and gpu_filters:
+            raise click.UsageError("--gpu-memory plans for that GPU alone; leave out --gpu")
+        custom = command.custom_gpu(gpu_memory, compute_capability) if gpu_memory is not None else None
+        return command.main(options, list(gpu_filters), _shown(output_format, output, color=color), _warn, custom, gpus)
+    return plan
 
 
-@cli.command()
-@declare(check_group("node", "auto"))
-@click.option("--prolog", is_flag=True,
-              help="Run as slurmd's Prolog: call no Slurm command, check the job's GPUs (SLURM_JOB_GPUS, else "
-                   "CUDA_VISIBLE_DEVICES) and what every job shares, exit 1 only for a fault that must stop this job; "
-                   "other GPUs' faults are logged and left to the health program.")
-@click.option("--node", metavar="NAME", help="Slurm node name [default: SLURMD_NODENAME, else the short host name].")
-@click.option("--scontrol", metavar="PATH", shell_complete=_complete_files, help="scontrol to use [default: found in PATH or the usual install folders].")
-@click.option("--slurm-conf", metavar="FILE", shell_complete=_complete_files,
-              help="slurm.conf for scontrol [default: SLURM_CONF, else /etc/slurm/slurm.conf, /etc/slurm-llnl/slurm.conf, "
-                   "/usr/local/etc/slurm.conf or /opt/slurm/etc/slurm.conf, else scontrol's own].")
-@click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
-@click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it.")
-@declare(KEEP)
-@check_options(PROBE, consume=_names(check_group("node", "auto")))
-def slurm(options, prolog, node, scontrol, slurm_conf, scontrol_timeout, dry_run, report_dir, syslog) -> int:
-    """Slurm HealthCheckProgram (drain a failing node, resume it when it passes) and Prolog (--prolog).
+@lazy_command("fleet")
+def _fleet() -> click.Command:
+    @click.command("fleet")
+    @click.argument("paths", nargs=-1, required=True, metavar="PATH|URL|-...", shell_complete=_complete_files)
+    @click.option("--baseline", metavar="NODE|FILE",
+                  help="A known-good node (its name among the files read) or its report or snapshot file: list the "
+                       "facts on which each node differs from it.")
+    @click.option("--format", "output_format", type=click.Choice(format_names("fleet")),
+                  default="text", show_default=True)
+    @OUTPUT
+    @setting("rules", help="Add or override rules (as check --rules) for the snapshots evaluated here.")
+    @check_options(CHECK_WITHOUT_FACTS, consume=("rules_paths",))
+    def fleet(options, paths, baseline, output_format, output) -> int:
+        """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz; '-' reads a
+        stream of them from standard input; http://HOST:PORT reads a preflight serve's /report, 32 at a time, 10 s
+        each), snapshots evaluated here with the same rules and options as check. Which nodes are not ready and why
+        (root causes first, each group of nodes with its own fix, node lists folded as Slurm folds them:
+        gpu-b[001-040,044]), and the drift."""
+        from preflight.commands import fleet as command
 
-    \b
-    Health program: drains with Reason="preflight: <rule-id> <message>";
-    resumes only nodes whose reason starts with "preflight:". A node whose
-    reason is anyone else's (DOWN, FAIL, MAINT, DRAIN by an administrator) is
-    never drained over or resumed. Exit codes: 0 checks pass, 1 checks fail
-    (the node is drained), 2 bad usage, 4 scontrol missing, failing or not
-    answering, 5 unknown: a probe timed out (not NVML) or the site
-    configuration or rules cannot be used; the node is left as it is. slurmd
-    changes nothing on the exit code of a health program: only preflight's
-    own scontrol call drains.
-    \b
-    Prolog (--prolog): calls no Slurm command. Exit codes: 0 the job may start
-    (also when preflight cannot judge: a broken configuration, a probe that
-    timed out, logged), 1 a fault of the job's GPUs or of the whole node:
-    Slurm drains the node ("Prolog error") and requeues the job, 2 bad usage.
-    \b
-    The profile is node (hardware and driver); train or inference need
-    --python PATH, the job's interpreter.
-    """
-    from preflight.commands import slurm as command
-
-    from preflight.slurm import require_job_interpreter
-
-    require_job_interpreter(options.profile, options.python)  # before asking scontrol anything
-    kept = _kept(report_dir, syslog, required=False)
-    if prolog:
-        given = [name for name, value in (("--node", node), ("--scontrol", scontrol), ("--slurm-conf", slurm_conf),
-                                          ("--dry-run", dry_run)) if value]
-        if given:
-            raise click.UsageError("--prolog calls no Slurm command: %s do not apply" % ", ".join(given))
-        return command.prolog(options, _log, _warn, kept)
-    return command.main(options, node, scontrol, slurm_conf, _duration("--scontrol-timeout", scontrol_timeout),
-                        dry_run, _log, _warn, kept)
+        return command.main(options, list(paths), baseline, _shown(output_format, output), _warn)
+    return fleet
 
 
-@cli.group("config")
-def config_group() -> None:
-    """The site configuration (--config, PREFLIGHT_CONFIG or /etc/preflight/config.toml)."""
+@lazy_command("serve")
+def _serve() -> click.Command:
+    @click.command("serve")
+    @declare(CHECK_WITHOUT_FACTS)
+    @click.option("--listen", default="127.0.0.1:10480", show_default=True, metavar="HOST:PORT",
+                  help="Where to serve /healthz, /metrics and /report (0.0.0.0:10480 for every interface; port 0: any).")
+    @click.option("--interval", default="60s", show_default=True, metavar="DURATION",
+                  help="How often to check (requests never start a check).")
+    @click.option("--nfd-output", metavar="FILE", shell_complete=_complete_files,
+                  help="Also write the NFD feature file after every check (as check --format nfd --output FILE).")
+    @click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
+                  help="With --nfd-output: NFD drops the labels if the file is not rewritten within this time.")
+    @check_options(PROBE, WORKLOAD, FIT, consume=_names(CHECK_WITHOUT_FACTS))
+    def serve(options, listen, interval, nfd_output, expires_in) -> int:
+        """Check every interval and serve the latest result over HTTP: /healthz (200 OK, 503 failing) for
+        Kubernetes probes, /metrics for Prometheus, /report as JSON. SIGTERM stops it."""
+        from preflight.commands import serve as command
+
+        seconds = _duration("--interval", interval)
+        if seconds < 1:
+            raise click.UsageError("--interval must be at least 1s, got %s" % interval)
+        return command.main(options, listen, seconds, nfd_output, _duration("--expires-in", expires_in), _warn)
+    return serve
 
 
-@config_group.command("show")
-@CONFIG
-@click.option("--host", metavar="NAME", help="Match [[match]] hosts against this short host name [default: this host].")
-@click.option("--gpu", "gpus", multiple=True, metavar="NAME",
-              help="Match [[match]] gpus against this GPU name (repeatable) [default: this machine's, from NVML].")
-@click.option("--partition", "partitions", multiple=True, metavar="NAME",
-              help="Slurm partitions to match (repeatable) [default: SLURM_JOB_PARTITION, else unknown].")
-@click.option("--feature", "features", multiple=True, metavar="NAME", help="Slurm node features to match (repeatable).")
-@click.option("--command", "for_command", type=click.Choice(["check", "exec", "slurm"]), default="check",
-              show_default=True, help="Whose built-in defaults to show (slurm: profile node, --expect-gpus auto).")
-@click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=_complete_files,
-              help="GPU names from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
-@click.option("--format", "output_format", type=click.Choice(format_names("config")), default="text", show_default=True)
-def config_show(config, host, gpus, partitions, features, for_command, nvml_fixture, output_format) -> int:
-    """Print the settings in effect here (profile, select, ignore, set, rules, expect_gpus, timeout) and where
-    each came from: the built-in default, [defaults], or the [[match]] that set it, with its line.
+@lazy_command("schema")
+def _schema() -> click.Command:
+    from preflight.commands.schema import DOCUMENTS
 
-    \b
-    Exit codes: 0 shown, 2 the configuration file is bad (file, line and key are named).
-    """
-    from preflight.commands import config as command
-    from preflight.commands.options import CheckOptions
+    @click.command("schema")
+    @click.argument("name", required=False, type=click.Choice(list(DOCUMENTS)))
+    @OUTPUT
+    def schema(name, output) -> int:
+        """Print the JSON Schema (draft 2020-12) of a JSON document preflight writes: report (check --format json),
+        diagnosis, plan, facts or fleet; or of the site configuration it reads (config, its TOML as JSON); without
+        NAME, list them."""
+        from preflight.commands import schema as command
 
-    slurm = for_command == "slurm"
-    options = CheckOptions(profile="node" if slurm else "train", expect_gpus="auto" if slurm else None,
-                           config=config, nvml_fixture=nvml_fixture, command="config")
-    return command.show(options, host, gpus, partitions, features, output_format, click.echo, _warn)
+        return command.main(name, output)
+    return schema
 
 
-@config_group.command("validate")
-@click.argument("files", nargs=-1, required=True, metavar="FILE...", shell_complete=_complete_files)
-def config_validate(files) -> int:
-    """Check whole site configuration files, for a rollout pipeline (like nginx -t or goss validate): every section,
-    whether it matches this host or not: keys, values, selectors, rule ids and settings in set, select and ignore,
-    and rules paths. Each problem is printed with its file and line.
+@lazy_command("completion")
+def _completion() -> click.Command:
+    @click.command("completion")
+    @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+    def completion(shell) -> int:
+        """Print a shell completion script: commands, options, rule ids (--select, --ignore, explain), workloads and
+        catalog GPUs. bash: eval "$(preflight completion bash)" in ~/.bashrc; zsh: in ~/.zshrc; fish:
+        preflight completion fish > ~/.config/fish/completions/preflight.fish"""
+        from preflight.commands import completion as command
 
-    \b
-    Exit codes: 0 every file is valid, 2 a file is not (each problem named).
-    """
-    from preflight.commands import config as command
+        return command.main(cli, shell)
+    return completion
 
-    return command.validate(files, click.echo, _warn)
+
+@lazy_command("exec")
+def _exec_command() -> click.Command:
+    @click.command("exec", context_settings={"allow_interspersed_args": False})
+    @declare(CHECK)
+    @click.option("--format", "output_format", type=click.Choice(["text", "json", "jsonl"]), default="text",
+                  show_default=True, help="Format of the report, written to standard error. text: one line when the "
+                                          "checks pass, the full report when they fail; jsonl: the JSON report on one "
+                                          "line, for log shippers.")
+    @click.option("-v", "--verbose", is_flag=True, help="With text: the full report even when the checks pass.")
+    @click.option("-q", "--quiet", is_flag=True, help="In a full report, only failures, warnings and errors.")
+    @click.option("--warn-only", is_flag=True, help="Start the command even when checks fail (the report still says so).")
+    @click.option("--retry-timeout", default="0", show_default=True, metavar="DURATION",
+                  help="Keep checking until they pass or this much time has gone (30s, 5m): for a GPU or driver that "
+                       "comes up late.")
+    @click.option("--sleep", default="1s", show_default=True, metavar="DURATION", help="Wait between checks.")
+    @click.option("--fail-exit-code", type=click.IntRange(1, 255), default=int(ExitCode.EXEC_BLOCKED), show_default=True,
+                  metavar="N", help="Exit with N when the checks keep COMMAND from starting (78 is EX_CONFIG), so a "
+                                    "job controller can tell an unfit node from a crashed script.")
+    @click.option("--termination-log", default="/dev/termination-log", show_default=True, metavar="FILE",
+                  shell_complete=_complete_files,
+                  help="When the checks keep COMMAND from starting, write the reason as one line here if the file "
+                       "exists and is writable (Kubernetes' terminationMessagePath).")
+    @declare(KEEP)
+    @check_options(PROBE, consume=_names(CHECK))
+    @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+    def exec_command(options, output_format, verbose, quiet, warn_only, retry_timeout, sleep, fail_exit_code,
+                     termination_log, report_dir, syslog, command) -> int:
+        """Run the checks, then replace preflight with COMMAND (as a container ENTRYPOINT: preflight exec -- CMD...).
+
+        \b
+        The report goes to standard error: one line when the checks pass (--verbose:
+        all of it), the full report when they fail. When they fail, COMMAND does not
+        start (unless --warn-only): preflight exits 78 (--fail-exit-code) and writes
+        the reason to /dev/termination-log when it exists (Kubernetes). Otherwise
+        COMMAND takes over this process (same PID, signals and exit status). Extra
+        options can come from PREFLIGHT_ARGS (options only: a stray word or '--'
+        there is exit 2); PREFLIGHT_SKIP=1 skips the checks (and says so).
+        Exit codes: COMMAND's own; 78 checks failed (--fail-exit-code); 2 bad usage;
+        126 COMMAND cannot be run; 127 COMMAND not found.
+        """
+        from preflight.commands import exec as run
+
+        return run.main(options, command, _shown(output_format, quiet=quiet), warn_only,
+                        _duration("--retry-timeout", retry_timeout), _duration("--sleep", sleep), _log, _warn,
+                        fail_exit_code, termination_log, verbose, _kept(report_dir, syslog, required=False))
+    return exec_command
+
+
+@lazy_command("slurm")
+def _slurm() -> click.Command:
+    @click.command("slurm")
+    @declare(check_group("node", "auto"))
+    @click.option("--prolog", is_flag=True,
+                  help="Run as slurmd's Prolog: call no Slurm command, check the job's GPUs (SLURM_JOB_GPUS, else "
+                       "CUDA_VISIBLE_DEVICES) and what every job shares, exit 1 only for a fault that must stop this job; "
+                       "other GPUs' faults are logged and left to the health program.")
+    @click.option("--node", metavar="NAME", help="Slurm node name [default: SLURMD_NODENAME, else the short host name].")
+    @click.option("--scontrol", metavar="PATH", shell_complete=_complete_files, help="scontrol to use [default: found in PATH or the usual install folders].")
+    @click.option("--slurm-conf", metavar="FILE", shell_complete=_complete_files,
+                  help="slurm.conf for scontrol [default: SLURM_CONF, else /etc/slurm/slurm.conf, /etc/slurm-llnl/slurm.conf, "
+                       "/usr/local/etc/slurm.conf or /opt/slurm/etc/slurm.conf, else scontrol's own].")
+    @click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
+    @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it.")
+    @declare(KEEP)
+    @check_options(PROBE, consume=_names(check_group("node", "auto")))
+    def slurm(options, prolog, node, scontrol, slurm_conf, scontrol_timeout, dry_run, report_dir, syslog) -> int:
+        """Slurm HealthCheckProgram (drain a failing node, resume it when it passes) and Prolog (--prolog).
+
+        \b
+        Health program: drains with Reason="preflight: <rule-id> <message>";
+        resumes only nodes whose reason starts with "preflight:". A node whose
+        reason is anyone else's (DOWN, FAIL, MAINT, DRAIN by an administrator) is
+        never drained over or resumed. Exit codes: 0 checks pass, 1 checks fail
+        (the node is drained), 2 bad usage, 4 scontrol missing, failing or not
+        answering, 5 unknown: a probe timed out (not NVML) or the site
+        configuration or rules cannot be used; the node is left as it is. slurmd
+        changes nothing on the exit code of a health program: only preflight's
+        own scontrol call drains.
+        \b
+        Prolog (--prolog): calls no Slurm command. Exit codes: 0 the job may start
+        (also when preflight cannot judge: a broken configuration, a probe that
+        timed out, logged), 1 a fault of the job's GPUs or of the whole node:
+        Slurm drains the node ("Prolog error") and requeues the job, 2 bad usage.
+        \b
+        The profile is node (hardware and driver); train or inference need
+        --python PATH, the job's interpreter.
+        """
+        from preflight.commands import slurm as command
+
+        from preflight.slurm import require_job_interpreter
+
+        require_job_interpreter(options.profile, options.python)  # before asking scontrol anything
+        kept = _kept(report_dir, syslog, required=False)
+        if prolog:
+            given = [name for name, value in (("--node", node), ("--scontrol", scontrol), ("--slurm-conf", slurm_conf),
+                                              ("--dry-run", dry_run)) if value]
+            if given:
+                raise click.UsageError("--prolog calls no Slurm command: %s do not apply" % ", ".join(given))
+            return command.prolog(options, _log, _warn, kept)
+        return command.main(options, node, scontrol, slurm_conf, _duration("--scontrol-timeout", scontrol_timeout),
+                            dry_run, _log, _warn, kept)
+    return slurm
+
+
+@lazy_command("config")
+def _config() -> click.Command:
+    @click.group("config")
+    def config_group() -> None:
+        """The site configuration (--config, PREFLIGHT_CONFIG or /etc/preflight/config.toml)."""
+
+
+    @config_group.command("show")
+    @CONFIG
+    @click.option("--host", metavar="NAME", help="Match [[match]] hosts against this short host name [default: this host].")
+    @click.option("--gpu", "gpus", multiple=True, metavar="NAME",
+                  help="Match [[match]] gpus against this GPU name (repeatable) [default: this machine's, from NVML].")
+    @click.option("--partition", "partitions", multiple=True, metavar="NAME",
+                  help="Slurm partitions to match (repeatable) [default: SLURM_JOB_PARTITION, else unknown].")
+    @click.option("--feature", "features", multiple=True, metavar="NAME", help="Slurm node features to match (repeatable).")
+    @click.option("--command", "for_command", type=click.Choice(["check", "exec", "slurm"]), default="check",
+                  show_default=True, help="Whose built-in defaults to show (slurm: profile node, --expect-gpus auto).")
+    @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=_complete_files,
+                  help="GPU names from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
+    @click.option("--format", "output_format", type=click.Choice(format_names("config")), default="text", show_default=True)
+    def config_show(config, host, gpus, partitions, features, for_command, nvml_fixture, output_format) -> int:
+        """Print the settings in effect here (profile, select, ignore, set, rules, expect_gpus, timeout) and where
+        each came from: the built-in default, [defaults], or the [[match]] that set it, with its line.
+
+        \b
+        Exit codes: 0 shown, 2 the configuration file is bad (file, line and key are named).
+        """
+        from preflight.commands import config as command
+        from preflight.commands.options import CheckOptions
+
+        slurm = for_command == "slurm"
+        options = CheckOptions(profile="node" if slurm else "train", expect_gpus="auto" if slurm else None,
+                               config=config, nvml_fixture=nvml_fixture, command="config")
+        return command.show(options, host, gpus, partitions, features, output_format, click.echo, _warn)
+
+
+    @config_group.command("validate")
+    @click.argument("files", nargs=-1, required=True, metavar="FILE...", shell_complete=_complete_files)
+    def config_validate(files) -> int:
+        """Check whole site configuration files, for a rollout pipeline (like nginx -t or goss validate): every section,
+        whether it matches this host or not: keys, values, selectors, rule ids and settings in set, select and ignore,
+        and rules paths. Each problem is printed with its file and line.
+
+        \b
+        Exit codes: 0 every file is valid, 2 a file is not (each problem named).
+        """
+        from preflight.commands import config as command
+
+        return command.validate(files, click.echo, _warn)
+    return config_group
 
 
 def _option_arity(command: click.Command):
@@ -804,10 +881,6 @@ HELP = {
         "preflight slurm --report-dir /shared/preflight --syslog", "preflight slurm --dry-run --node gpu01",
         "preflight slurm --prolog"]),
 }
-for _name, (_summary, _examples) in HELP.items():
-    if _name in cli.commands:
-        cli.commands[_name].short_help = _summary
-        cli.commands[_name].epilog = "\b\nExamples:\n" + "\n".join("  " + example for example in _examples)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -819,7 +892,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         process.reopen()  # an earlier run in this process closed it on its way out
     try:
         argv = with_environment_args(list(sys.argv[1:] if argv is None else argv), os.environ,
-                                     lambda name: _option_arity(cli.commands[name]))
+                                     lambda name: _option_arity(command(name)))
         code = cli.main(args=argv, prog_name="preflight", standalone_mode=False)
     except click.ClickException as exc:
         exc.show()

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from preflight.cli import cli
+from preflight.cli import command as cli_command
 from preflight.render.npd import LIMIT
 
 DEPLOY = REPO / "deploy"
@@ -22,7 +22,7 @@ def parses(argv):
     """Parse a preflight command line with the real CLI, without running it (UsageError if it is wrong)."""
     assert argv[0].endswith("preflight"), argv
     name, rest = argv[1], argv[2:]
-    command = cli.commands[name]
+    command = cli_command(name)
     with command.make_context(name, list(rest)) as ctx:
         return name, ctx.params
 
