@@ -24,7 +24,6 @@ Every scontrol call has a timeout; a missing, failing or hanging scontrol is
 reported (exit 4), never waited on forever.
 """
 
-from __future__ import annotations
 
 import os
 import re

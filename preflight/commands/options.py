@@ -1,6 +1,5 @@
 """The options values commands take: immutable, built once by the CLI (or by tests), checked when built."""
 
-from __future__ import annotations
 
 from typing import FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple
 

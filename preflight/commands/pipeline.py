@@ -12,7 +12,6 @@ plan use ``prepare`` for their rules and site settings. A second copy of any
 of these steps is a verdict waiting to disagree.
 """
 
-from __future__ import annotations
 
 import os
 import time

@@ -8,7 +8,6 @@ fail, and describes what it expects in words.
 Two-tier thresholds: below ``min`` fails, below ``recommended`` warns.
 """
 
-from __future__ import annotations
 
 import math
 import re

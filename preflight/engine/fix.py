@@ -4,7 +4,6 @@ It sits below the rest of the engine (it needs only the template) so that
 every kind of entry (rules, failures, workloads) can hold one.
 """
 
-from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 

@@ -1,6 +1,5 @@
 """Rules, as loaded from rule files."""
 
-from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 

@@ -8,7 +8,6 @@ processes (``--python``, torch's architecture list) get the time that is left
 and are killed when it runs out.
 """
 
-from __future__ import annotations
 
 import os
 import threading
@@ -163,7 +162,7 @@ class _Notice:
 
 
 def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
-    from preflight.probes import container, host, python_env
+    from preflight.probes import container, host
 
     plan: Dict[str, Callable[[], Any]] = {}
     if "nvml" in probes or NVML_HEALTH in probes:
@@ -182,6 +181,8 @@ def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
     if "host" in probes:
         plan["host"] = lambda: host.probe(environ=options.environ)
     if "python" in probes or "torch_arch" in probes:
+        from preflight.probes import python_env
+
         plan["python"] = lambda: python_env.probe(options.packages, options.python, remaining())
     if "container" in probes:
         plan["container"] = lambda: container.probe(options.environ)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, Optional
@@ -202,6 +201,8 @@ def _kmsg(deadline: float) -> List[str]:
 
 
 def _command(argv: List[str], deadline: float) -> List[str]:
+    import shutil  # only to read the log through a command: it imports compression modules
+
     from preflight.probes import process
 
     if shutil.which(argv[0]) is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from typing import Any, Dict, List, Optional
 
 from preflight.errors import PreflightError, ProbeError
@@ -13,6 +12,8 @@ from preflight.probes import interpreter_script
 
 def resolve_interpreter(python: str) -> str:
     """``--python`` accepts a path or a command name; exit 2 if it names nothing runnable."""
+    import shutil  # only for a --python given by name: it imports compression modules
+
     found = python if os.sep in python else shutil.which(python)
     if not found or not os.path.isfile(found):
         raise PreflightError("--python %s: no such interpreter" % python,
