@@ -13,23 +13,26 @@ temporary file created with O_EXCL|O_NOFOLLOW under a random name and renamed
 over the entry, and read without following links.
 
 Rule files are TOML, and TOML is parsed in pure Python: parsing the default
-rules was the largest part of ``preflight check``'s start-up. A parsed file is
-kept as JSON under a key made of its length and two checksums of its bytes
-(CRC-32 and Adler-32), so an edited file is simply a new entry and a cached one
-is not stale. (Not a cryptographic hash: importing hashlib alone costs about
-3 ms of start-up; the folder's ownership and mode are what keep others out.)
+rules was the largest part of ``preflight check``'s start-up. A parsed file
+(a rule file, or a large JSON knowledge file such as the package index) is kept
+in marshal's format, which Python reads several times faster than JSON, under a
+key made of its length and two checksums of its bytes (CRC-32 and Adler-32) and
+the Python version that wrote it, so an edited file is simply a new entry and a
+cached one is not stale. (Not a cryptographic hash: importing hashlib alone
+costs about 3 ms of start-up; the folder's ownership and mode are what keep
+others out, as they do for the marshal-format .pyc files Python caches.)
 """
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import stat
 import sys
 import zlib
 from typing import Any, Callable, Dict, Optional
 
-_FORMAT = "toml-json/1"
+_PARSED = "parsed/2"
 _CANNOT_CREATE = "cannot create it"
 _checked: Dict[str, Optional[str]] = {}  # folder -> None when usable, else why not (told once)
 
@@ -89,34 +92,49 @@ def content_key(data: bytes) -> str:
     return "%d-%08x-%08x" % (len(data), zlib.crc32(data) & 0xFFFFFFFF, zlib.adler32(data) & 0xFFFFFFFF)
 
 
-def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]]) -> Dict[str, Any]:
-    """``parse(text)`` of a rule file's bytes, from the cache when this exact content was parsed before."""
+def parsed(data: bytes, parse: Callable[[str], Any], kind: str = "rules") -> Any:
+    """``parse(text)`` of a file's bytes, from the cache when this exact content was parsed before by this
+    Python (a TOML rule file, a JSON knowledge file); what marshal cannot keep (a TOML date) is not cached."""
     digest = content_key(data)
-    path = entry_path("rules", digest[-2:], digest + ".json")
-    cached = read_json(path) if path else None
-    if isinstance(cached, dict) and cached.get("format") == _FORMAT and isinstance(cached.get("data"), dict):
-        return cached["data"]
+    path = entry_path(kind, digest[-2:], "%s.py%d%d.marshal" % ((digest,) + tuple(sys.version_info[:2])))
+    cached = _read(path)
+    if cached is not None:
+        try:
+            entry = marshal.loads(cached)
+        except (EOFError, ValueError, TypeError):
+            entry = None
+        if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == _PARSED:
+            return entry[1]
     result = parse(data.decode("utf-8"))
     if path:
-        write_json(path, {"format": _FORMAT, "data": result})
+        try:
+            _write(path, marshal.dumps((_PARSED, result)))
+        except ValueError:  # a value marshal cannot write
+            pass
     return result
 
 
-_VALIDATED = "validated/1"
+def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]]) -> Dict[str, Any]:
+    """``parse(text)`` of a rule file's bytes, from the cache when this exact content was parsed before."""
+    return parsed(data, parse, "rules")
+
+
+_VALIDATED = "validated/2"
 
 
 def validated(key: str) -> bool:
     """Whether the rule files ``key`` names (their contents, with this preflight) were once validated in full."""
-    path = entry_path("validated", key[-2:], key + ".json")
-    return read_json(path) == {"format": _VALIDATED}
+    return _read(entry_path("validated", key[-2:], key)) == _VALIDATED.encode()
 
 
 def remember_validated(key: str) -> None:
-    write_json(entry_path("validated", key[-2:], key + ".json"), {"format": _VALIDATED})
+    path = entry_path("validated", key[-2:], key)
+    if path:
+        _write(path, _VALIDATED.encode())
 
 
-def read_json(path: Optional[str]) -> Any:
-    """An entry's JSON, or None when it is missing, damaged, or a link."""
+def _read(path: Optional[str]) -> Optional[bytes]:
+    """An entry's bytes, or None when it is missing or a link."""
     if not path:
         return None
     try:
@@ -125,8 +143,21 @@ def read_json(path: Optional[str]) -> Any:
         return None
     try:
         with os.fdopen(descriptor, "rb") as handle:
-            return json.loads(handle.read(64 << 20).decode("utf-8"))
-    except (OSError, ValueError, RecursionError):
+            return handle.read(64 << 20)
+    except OSError:
+        return None
+
+
+def read_json(path: Optional[str]) -> Any:
+    """An entry's JSON, or None when it is missing, damaged, or a link."""
+    data = _read(path)
+    if data is None:
+        return None
+    import json  # here, not at the top: the rule files' entries need no JSON, and it costs start-up time
+
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
         return None
 
 
@@ -135,10 +166,16 @@ def write_json(path: Optional[str], data: Any) -> None:
     folder that cannot be written is skipped: a missing cache entry only costs time."""
     if not path:
         return
+    import json
+
     try:
         text = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
         return
+    _write(path, text.encode("utf-8"))
+
+
+def _write(path: str, data: bytes) -> None:
     from preflight import paths
 
     folder = os.path.dirname(path)
@@ -146,8 +183,8 @@ def write_json(path: Optional[str], data: Any) -> None:
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        with os.fdopen(os.open(temporary, flags, 0o600), "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(os.open(temporary, flags, 0o600), "wb") as out:
+            out.write(data)
         os.replace(temporary, path)
     except OSError:
         try:

@@ -9,7 +9,6 @@ the caller's error class, naming the file and saying what to do.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import sys
@@ -83,7 +82,10 @@ def _capped(data: bytes, what: str, error: Callable[..., PreflightError], limit:
 
 def read_text(path: str, what: str, error: Callable[..., PreflightError], hint: str = "", allow_stdin: bool = False,
               limit: int = MAX_BYTES) -> str:
-    data = read_bytes(path, what, error, hint, allow_stdin, limit)
+    return _text(read_bytes(path, what, error, hint, allow_stdin, limit), what, error, hint)
+
+
+def _text(data: bytes, what: str, error: Callable[..., PreflightError], hint: str = "") -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -96,6 +98,8 @@ def _reject_constant(name: str) -> Any:
 
 def parse_json(text: str, what: str, error: Callable[..., PreflightError], hint: str = "") -> Any:
     """JSON as the standard says it: NaN and Infinity are refused; nesting too deep is an error, not a crash."""
+    import json  # here: a node check on a live machine reads no JSON, and the module costs start-up time
+
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
@@ -120,6 +124,14 @@ def parse_toml(text: str, what: str = "a TOML file") -> Any:
 
 
 def load_json(path: str, what: str, error: Callable[..., PreflightError], hint: str = "", allow_stdin: bool = False,
-              limit: int = MAX_BYTES) -> Any:
-    return parse_json(read_text(path, what, error, hint, allow_stdin, limit), what, error, hint)
+              limit: int = MAX_BYTES, cached: bool = False) -> Any:
+    """``cached``: a large file read often (the package index, an NVML recording) is parsed once per content and
+    served from the cache after that (cache.parsed)."""
+    data = read_bytes(path, what, error, hint, allow_stdin, limit)
+    text = _text(data, what, error, hint)
+    if cached and not (path == "-" and allow_stdin):
+        from preflight import cache
+
+        return cache.parsed(data, lambda _: parse_json(text, what, error, hint), "json")
+    return parse_json(text, what, error, hint)
 

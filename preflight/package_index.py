@@ -83,7 +83,7 @@ def _packages() -> Dict[str, Any]:
 
         path = _data_path(INDEX_FILE)
         data = input_files.load_json(path, "package index %s" % path, PreflightError,
-                                     "reinstall preflight: the file ships with it")
+                                     "reinstall preflight: the file ships with it", cached=True)
         _index = {canonical(name): releases for name, releases in (data.get("packages") or {}).items()}
     return _index
 

@@ -79,7 +79,7 @@ def main() -> int:
         subprocess.run([python, "-m", "pip", "install"] + quiet + [SHIV], check=True)
         env = dict(os.environ, SOURCE_DATE_EPOCH=os.environ.get("SOURCE_DATE_EPOCH", "1764460800"))
         subprocess.run([python, "-m", "shiv", "--reproducible", "--compressed", "--output-file", args.output,
-                        "--entry-point", "preflight.cli:main", "--python", "/usr/bin/env python3",
+                        "--entry-point", "preflight.__main__:main", "--python", "/usr/bin/env python3",
                         ROOT, "tomli>=1.1", "--disable-pip-version-check", "--quiet"],
                        check=True, env=env, cwd=work)
     replace_main(args.output)

@@ -200,4 +200,4 @@ def test_a_cache_folder_of_ours_that_others_can_read_is_made_private(tmp_path):
     cache.chmod(0o777)
     completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, env={"PREFLIGHT_CACHE_DIR": str(cache)})
     assert completed.returncode == 0 and "not using the cache" not in completed.stderr
-    assert stat.S_IMODE(cache.stat().st_mode) == 0o700 and sorted(os.listdir(str(cache))) == ["rules", "validated"]
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700 and sorted(os.listdir(str(cache))) == ["json", "rules", "validated"]
