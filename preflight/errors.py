@@ -6,11 +6,9 @@ Anything raised as a ``PreflightError`` reaches the user as one clear message
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-
-class ExitCode(IntEnum):
-    """Every exit code preflight documents (docs/configuration.md: Exit codes). Stable."""
+class ExitCode:
+    """Every exit code preflight documents (docs/configuration.md: Exit codes). Stable. Plain ints: an enum's
+    class costs start-up time, and an exit code is only ever compared and returned."""
 
     OK = 0                # no error-severity rule failed (diagnose: nothing known found)
     FAILED = 1            # a check failed or could not be evaluated (diagnose: a known problem found)
@@ -24,7 +22,7 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130     # SIGINT (128 + 2); other signals: 128 + their number
 
 
-class NpdCode(IntEnum):
+class NpdCode:
     """node-problem-detector's plugin protocol (check --format npd)."""
 
     OK = 0

@@ -17,7 +17,8 @@ from typing import List, NamedTuple, Tuple
 
 from packaging.version import InvalidVersion, Version
 
-_CLAUSE = re.compile(r"^\s*(<=|>=|<|>|==|!=)\s*(\d+(?:\.\d+)*)\s*$")
+# Patterns as text, compiled (and cached by re) at their first use: compiling costs start-up time.
+_CLAUSE = r"^\s*(<=|>=|<|>|==|!=)\s*(\d+(?:\.\d+)*)\s*$"
 
 
 class Requirement(NamedTuple):
@@ -40,7 +41,7 @@ def parse(text: str) -> Requirement:
     """Raises ValueError when ``text`` is not a version specifier."""
     clauses: List[Tuple[str, Version]] = []
     for part in text.split(","):
-        match = _CLAUSE.match(part)
+        match = re.match(_CLAUSE, part)
         if not match:
             return _full(text)
         clauses.append((match.group(1), Version(match.group(2))))
@@ -77,12 +78,12 @@ def _holds(op: str, version: Version, bound: Version) -> bool:
     return not (version.local is not None and Version(version.base_version) == bound)
 
 
-_NAMED = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*?)\s*$")
+_NAMED = r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*?)\s*$"
 
 
 def split(text: str) -> Tuple[str, Requirement]:
     """``'numpy<2.4'`` -> ("numpy", the parsed specifier; empty for none). ValueError when it is not one."""
-    match = _NAMED.match(text)
+    match = re.match(_NAMED, text)
     if not match:
         raise ValueError("%r is not a requirement" % (text,))
     name, _, spec = match.groups()

@@ -18,7 +18,8 @@ _UNITS = {
     "g": 10**9, "gb": 10**9, "gib": 2**30,
     "t": 10**12, "tb": 10**12, "tib": 2**40,
 }
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# Patterns as text, compiled (and cached by re) at their first use: compiling costs start-up time.
+_SIZE = r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$"
 
 
 def parse_bytes(text) -> int:
@@ -32,7 +33,7 @@ def parse_bytes(text) -> int:
         if text < 0:
             raise ValueError("a size cannot be negative: %r" % (text,))
         return text
-    match = _SIZE.match(str(text))
+    match = re.match(_SIZE, str(text))
     if not match or match.group(2).lower() not in _UNITS:
         raise ValueError("expected a size such as 12GB, 16GiB or 512MiB, got %r" % (text,))
     number, unit = match.groups()
@@ -41,7 +42,7 @@ def parse_bytes(text) -> int:
 
 def parse_size_threshold(text) -> int:
     """A size a person wrote as a threshold: a number needs a unit (``24GB``), since ``24`` would mean 24 bytes."""
-    match = _SIZE.match(text) if isinstance(text, str) else None
+    match = re.match(_SIZE, text) if isinstance(text, str) else None
     if match and match.group(2):
         return parse_bytes(text)
     if text in (0, "0"):
@@ -73,7 +74,7 @@ def format_gpu_memory(value: int) -> str:
     return "%s (%d MiB)" % (format_bytes(value), value // 2**20)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DURATION = r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$"
 
 
 MAX_DURATION = 7 * 86400.0
@@ -81,7 +82,7 @@ MAX_DURATION = 7 * 86400.0
 
 def parse_duration(text) -> float:
     """``"30s"``, ``"5m"``, ``"1h"``, ``"250ms"`` or plain seconds -> seconds (at most a week)."""
-    match = _DURATION.match(str(text))
+    match = re.match(_DURATION, str(text))
     if not match:
         raise ValueError("expected a duration such as 30s, 5m or 1h, got %r" % (text,))
     number, unit = match.groups()

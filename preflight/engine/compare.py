@@ -391,8 +391,9 @@ class ExcludesComparison(Comparison):
 
 # --- packages --------------------------------------------------------------------
 
-_IMPORT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*?)\s*$")
+# Patterns as text, compiled (and cached by re) at their first use: compiling costs start-up time.
+_IMPORT_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+_REQUIREMENT = r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*?)\s*$"
 
 
 class PackageSpec(NamedTuple):
@@ -410,7 +411,7 @@ class PackageSpec(NamedTuple):
 
 
 def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> PackageSpec:
-    match = _REQUIREMENT.match(text)
+    match = re.match(_REQUIREMENT, text)
     if not match:
         raise ValueError("%r is not a package name (optionally with a version such as numpy>=1.18)" % (text,))
     name, spec_text = match.groups()
@@ -424,7 +425,7 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
             raise ValueError("%r: %r is not a version specifier" % (text, spec_text))
     info = known.get(name, {})
     import_name = info.get("import") or name.lower().replace("-", "_")
-    if not isinstance(import_name, str) or not _IMPORT_NAME.match(import_name):
+    if not isinstance(import_name, str) or not re.match(_IMPORT_NAME, import_name):
         raise ValueError("%r: the module to look for, %r, is not a Python module name (a.b.c); set packages.%s.import"
                          % (text, import_name, name))
     dists = list(info.get("dists") or [name])

@@ -66,12 +66,13 @@ def cuda_compat(driver_version: Optional[str], driver_cuda: Optional[str], torch
 
 # --- torch kernels for a GPU --------------------------------------------------
 
-_ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")
+# Patterns as text, compiled (and cached by re) at their first use: compiling costs start-up time.
+_ARCH = r"^(sm|compute)_(\d+)(\d)([af]?)$"
 
 
 def parse_arch_flag(flag: str):
     """``sm_86`` -> ("sm", (8, 6), ""); ``compute_90`` -> ("compute", (9, 0), ""); ``sm_100a`` -> ("sm", (10, 0), "a")."""
-    match = _ARCH.match(flag.strip())
+    match = re.match(_ARCH, flag.strip())
     if not match:
         return None
     kind, major, minor, suffix = match.groups()
@@ -146,7 +147,7 @@ def mig_state(gpu: Dict[str, Any], mig_selected: Sequence[int]) -> str:
 
 # --- container requirements ---------------------------------------------------
 
-_TERM = re.compile(r"^([A-Za-z]+)(<=|>=|!=|=|<|>)(.+)$")
+_TERM = r"^([A-Za-z]+)(<=|>=|!=|=|<|>)(.+)$"
 # What Go's strconv.ParseBool reads as true, exactly (the toolkit reads NVIDIA_DISABLE_REQUIRE with it):
 # no trimming, no "yes" or "on"; anything it cannot parse leaves the checks on.
 GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")
@@ -171,7 +172,7 @@ def effective_requirements(container: Dict[str, Any]) -> Dict[str, str]:
 
 
 def _term_holds(term: str, host: Dict[str, Optional[str]]) -> bool:
-    match = _TERM.match(term.strip())
+    match = re.match(_TERM, term.strip())
     if not match:
         raise ValueError("cannot read the term %r (expected property, operator, value)" % term)
     prop, op, wanted = match.groups()
