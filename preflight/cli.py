@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import click
 
@@ -197,15 +197,6 @@ OUTPUT = click.option("--output", metavar="FILE", shell_complete=_complete_files
                       "and neither root nor you own it); a device or pipe is written in place.")
 
 
-def _names(declarations) -> List[str]:
-    """The parameter names a list of click.option declarations defines."""
-    def probe() -> None:
-        pass
-    for declaration in declarations:
-        declaration(probe)
-    return [param.name for param in getattr(probe, "__click_params__", [])]
-
-
 def _workload(values: Dict[str, Any], profile: str):
     from preflight.commands.options import WorkloadOptions
 
@@ -265,21 +256,21 @@ def _kept(report_dir: Optional[str], syslog: bool, required: bool = True):
     return Keep(report_dir, syslog, required)
 
 
-def check_options(*groups, consume: Sequence[str] = ()) -> Callable:
-    """Declare these option groups on a command and hand it one ``options`` value (CheckOptions).
-
-    ``consume`` names options the command declares itself with its own help
-    (plan's --facts) that also belong in the value.
-    """
+def check_options(*groups) -> Callable:
+    """Declare these option groups on a command and hand it one ``options`` value (CheckOptions), made of every
+    option its function does not take itself: these groups', and those declared above it (check's CHECK group,
+    plan's --facts)."""
     declarations = [declaration for group in groups for declaration in group]
-    names = _names(declarations) + list(consume)
 
     def decorate(function: Callable) -> Callable:
+        code = function.__code__
+        own = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+
         @functools.wraps(function)
         def command(**kwargs):
             from preflight.commands.options import CheckOptions
 
-            values = {name: kwargs.pop(name) for name in names if name in kwargs}
+            values = {name: kwargs.pop(name) for name in list(kwargs) if name not in own}
             context = click.get_current_context()
             given = [name for name in values if context.get_parameter_source(name) in (
                 click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)]
@@ -396,7 +387,7 @@ def cli() -> None:
 
 
 @lazy_command("check")
-def _check() -> click.Command:
+def _build_check() -> click.Command:
     @click.command("check")
     @declare(CHECK)
     @click.option("--format", "output_format", type=click.Choice(format_names("report")), default="text", show_default=True,
@@ -412,7 +403,7 @@ def _check() -> click.Command:
     @declare(KEEP)
     @click.option("--smoke", is_flag=True, help="Also run the active test (as preflight smoke: it loads the GPUs for up "
                   "to --timeout, 60 s by default with --smoke) and judge its results with the other rules.")
-    @check_options(PROBE, WORKLOAD, FIT, SMOKE, consume=_names(CHECK) + ["smoke"])
+    @check_options(PROBE, WORKLOAD, FIT, SMOKE)
     def check(options, output_format, output, expires_in, quiet, color, report_dir, syslog) -> int:
         """Check this machine and environment against the rules; print a report with a fix for every problem."""
         from preflight.commands import check as command
@@ -423,7 +414,7 @@ def _check() -> click.Command:
 
 
 @lazy_command("smoke")
-def _smoke() -> click.Command:
+def _build_smoke() -> click.Command:
     @click.command("smoke")
     @click.option("--format", "output_format", type=click.Choice(format_names("report")), default="text", show_default=True,
                   help="As check: text, json (preflight.report/1), jsonl, junit, prometheus, nfd, npd.")
@@ -453,7 +444,7 @@ def _smoke() -> click.Command:
 
 
 @lazy_command("facts")
-def _facts() -> click.Command:
+def _build_facts() -> click.Command:
     @click.command("facts")
     @click.option("--list", "list_facts", is_flag=True, help="List the facts rules can read instead of collecting them.")
     @click.option("--format", "output_format", type=click.Choice(format_names("facts")), default="json", show_default=True,
@@ -470,7 +461,7 @@ def _facts() -> click.Command:
 
 
 @lazy_command("rules")
-def _list_rules() -> click.Command:
+def _build_list_rules() -> click.Command:
     @click.command("rules")
     @setting("profile", type=click.Choice(PROFILES), metavar=None, help="Only the rules of this profile.")
     @click.option("--format", "output_format", type=click.Choice(format_names("rules")), default="text",
@@ -485,7 +476,7 @@ def _list_rules() -> click.Command:
 
 
 @lazy_command("explain")
-def _explain() -> click.Command:
+def _build_explain() -> click.Command:
     @click.command("explain")
     @click.argument("rule_id", shell_complete=_complete("explain"))
     @setting("rules", help="Add or override rules (repeatable).")
@@ -498,7 +489,7 @@ def _explain() -> click.Command:
 
 
 @lazy_command("diagnose")
-def _diagnose() -> click.Command:
+def _build_diagnose() -> click.Command:
     @click.command("diagnose")
     @click.argument("log", required=False, metavar="[LOG|-]", shell_complete=_complete_files)
     @click.option("--format", "output_format", type=click.Choice(format_names("diagnosis")), default="text",
@@ -513,7 +504,7 @@ def _diagnose() -> click.Command:
     @click.option("--color", type=_COLORS, default="auto", show_default=True)
     @OUTPUT
     @CONFIG
-    @check_options(PROBE, consume=("facts_file", "profile", "config", "facts_from"))
+    @check_options(PROBE)
     def diagnose(options, log, output_format, no_facts, list_catalog, color, output) -> int:
         """Read a failed run's log (a file, '-' or a pipe) and name each known problem with its cause and fix.
 
@@ -541,7 +532,7 @@ def _diagnose() -> click.Command:
 
 
 @lazy_command("plan")
-def _plan() -> click.Command:
+def _build_plan() -> click.Command:
     @click.command("plan")
     @declare(workload_group(required=True))
     @click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME", shell_complete=_complete("gpus"),
@@ -566,8 +557,7 @@ def _plan() -> click.Command:
     @setting("timeout", default="10", show_default=True)
     @setting("rules", help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
     @CONFIG
-    @check_options(consume=tuple(_names(workload_group(required=True))) + (
-        "facts_file", "nvml_fixture", "timeout", "rules_paths", "config"))
+    @check_options()
     def plan(options, gpu_filters, gpu_memory, compute_capability, gpus, output_format, output, color) -> int:
         """Will a workload fit, and which GPU to use: memory needed, the verdict, and the largest batches, per GPU.
 
@@ -591,7 +581,7 @@ def _plan() -> click.Command:
 
 
 @lazy_command("fleet")
-def _fleet() -> click.Command:
+def _build_fleet() -> click.Command:
     @click.command("fleet")
     @click.argument("paths", nargs=-1, required=True, metavar="PATH|URL|-...", shell_complete=_complete_files)
     @click.option("--baseline", metavar="NODE|FILE",
@@ -601,7 +591,7 @@ def _fleet() -> click.Command:
                   default="text", show_default=True)
     @OUTPUT
     @setting("rules", help="Add or override rules (as check --rules) for the snapshots evaluated here.")
-    @check_options(CHECK_WITHOUT_FACTS, consume=("rules_paths",))
+    @check_options(CHECK_WITHOUT_FACTS)
     def fleet(options, paths, baseline, output_format, output) -> int:
         """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz; '-' reads a
         stream of them from standard input; http://HOST:PORT reads a preflight serve's /report, 32 at a time, 10 s
@@ -615,7 +605,7 @@ def _fleet() -> click.Command:
 
 
 @lazy_command("serve")
-def _serve() -> click.Command:
+def _build_serve() -> click.Command:
     @click.command("serve")
     @declare(CHECK_WITHOUT_FACTS)
     @click.option("--listen", default="127.0.0.1:10480", show_default=True, metavar="HOST:PORT",
@@ -626,7 +616,7 @@ def _serve() -> click.Command:
                   help="Also write the NFD feature file after every check (as check --format nfd --output FILE).")
     @click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
                   help="With --nfd-output: NFD drops the labels if the file is not rewritten within this time.")
-    @check_options(PROBE, WORKLOAD, FIT, consume=_names(CHECK_WITHOUT_FACTS))
+    @check_options(PROBE, WORKLOAD, FIT)
     def serve(options, listen, interval, nfd_output, expires_in) -> int:
         """Check every interval and serve the latest result over HTTP: /healthz (200 OK, 503 failing) for
         Kubernetes probes, /metrics for Prometheus, /report as JSON. SIGTERM stops it."""
@@ -640,7 +630,7 @@ def _serve() -> click.Command:
 
 
 @lazy_command("schema")
-def _schema() -> click.Command:
+def _build_schema() -> click.Command:
     from preflight.commands.schema import DOCUMENTS
 
     @click.command("schema")
@@ -657,7 +647,7 @@ def _schema() -> click.Command:
 
 
 @lazy_command("completion")
-def _completion() -> click.Command:
+def _build_completion() -> click.Command:
     @click.command("completion")
     @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
     def completion(shell) -> int:
@@ -671,7 +661,7 @@ def _completion() -> click.Command:
 
 
 @lazy_command("exec")
-def _exec_command() -> click.Command:
+def _build_exec_command() -> click.Command:
     @click.command("exec", context_settings={"allow_interspersed_args": False})
     @declare(CHECK)
     @click.option("--format", "output_format", type=click.Choice(["text", "json", "jsonl"]), default="text",
@@ -693,7 +683,7 @@ def _exec_command() -> click.Command:
                   help="When the checks keep COMMAND from starting, write the reason as one line here if the file "
                        "exists and is writable (Kubernetes' terminationMessagePath).")
     @declare(KEEP)
-    @check_options(PROBE, consume=_names(CHECK))
+    @check_options(PROBE)
     @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
     def exec_command(options, output_format, verbose, quiet, warn_only, retry_timeout, sleep, fail_exit_code,
                      termination_log, report_dir, syslog, command) -> int:
@@ -719,7 +709,7 @@ def _exec_command() -> click.Command:
 
 
 @lazy_command("slurm")
-def _slurm() -> click.Command:
+def _build_slurm() -> click.Command:
     @click.command("slurm")
     @declare(check_group("node", "auto"))
     @click.option("--prolog", is_flag=True,
@@ -734,7 +724,7 @@ def _slurm() -> click.Command:
     @click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
     @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it.")
     @declare(KEEP)
-    @check_options(PROBE, consume=_names(check_group("node", "auto")))
+    @check_options(PROBE)
     def slurm(options, prolog, node, scontrol, slurm_conf, scontrol_timeout, dry_run, report_dir, syslog) -> int:
         """Slurm HealthCheckProgram (drain a failing node, resume it when it passes) and Prolog (--prolog).
 
@@ -775,7 +765,7 @@ def _slurm() -> click.Command:
 
 
 @lazy_command("config")
-def _config() -> click.Command:
+def _build_config() -> click.Command:
     @click.group("config")
     def config_group() -> None:
         """The site configuration (--config, PREFLIGHT_CONFIG or /etc/preflight/config.toml)."""
