@@ -319,7 +319,7 @@ def _shown(output_format: str = "text", output: Optional[str] = None, quiet: boo
 def _show_version(context, parameter, value) -> None:
     if not value or context.resilient_parsing:
         return
-    from preflight.package_index import as_of
+    from preflight.shipped import as_of
 
     click.echo("preflight, version %s (knowledge as of %s)" % (__version__, as_of() or "unknown"))
     context.exit()

@@ -6,7 +6,7 @@ pure Python), and the torch each torchvision requires. A pin is installable for 
 satisfies it, admits that Python, and has a wheel for it: without a wheel pip falls back to building from source,
 which usually fails (no compiler, no headers). The file is read only when a printed command names a pin.
 
-``as_of()`` is the date the knowledge was taken (rules/knowledge/as-of.txt), cheap to read on every run.
+``as_of()`` (``preflight.shipped``) is the date the knowledge was taken (rules/knowledge/as-of.txt).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from preflight.shipped import as_of  # the knowledge's date lives with the shipped data: every check reads it
+
 INDEX_FILE = os.path.join("knowledge", "package-index.json")
-AS_OF_FILE = os.path.join("knowledge", "as-of.txt")
 DEFAULT_PLATFORM = "linux_x86_64"
 # The CPython versions a printed command is judged for when the target Python is not known.
 PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
@@ -29,16 +30,6 @@ def _data_path(name: str) -> str:
     from preflight.shipped import data_dir
 
     return os.path.join(data_dir(), name)
-
-
-def as_of() -> Optional[str]:
-    """YYYY-MM-DD: when the package and driver knowledge was last taken; None when the file is missing."""
-    try:
-        with open(_data_path(AS_OF_FILE), encoding="ascii") as handle:
-            text = handle.read().strip()
-    except (OSError, ValueError):
-        return None
-    return text if re.match(r"^\d{4}-\d{2}-\d{2}$", text) else None
 
 
 STALE_AFTER_DAYS = 180

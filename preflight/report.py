@@ -138,7 +138,7 @@ class Report:
 
     def to_json(self) -> Dict[str, Any]:
         from preflight import __version__
-        from preflight.package_index import as_of
+        from preflight.shipped import as_of
 
         collected = self.facts.get("collected_at")
         return {

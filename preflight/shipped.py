@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from preflight.errors import PreflightError
 
@@ -49,3 +50,16 @@ def recording(name_or_path: str) -> str:
         name_or_path, "no such file, and no shipped recording is named like it" if not found else
         "more than one shipped recording is named like it (%s)" % ", ".join(found)),
         "give a recording file, or one of the shipped ones: %s" % ", ".join(names))
+
+
+def as_of() -> Optional[str]:
+    """YYYY-MM-DD: when the package and driver knowledge (rules/knowledge/) was last taken; None when the file is
+    missing. Read on every run (the snapshot and the report carry it)."""
+    try:
+        with open(os.path.join(data_dir(), "knowledge", "as-of.txt"), encoding="ascii") as handle:
+            text = handle.read().strip()
+    except (OSError, ValueError, PreflightError):
+        return None
+    parts = text.split("-")
+    ok = [len(part) for part in parts] == [4, 2, 2] and all(part.isdigit() and part.isascii() for part in parts)
+    return text if ok else None

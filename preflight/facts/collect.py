@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from preflight import __version__, inventory
-from preflight.package_index import as_of
+from preflight.shipped import as_of
 from preflight.errors import ProbeError, ProbeTimeout
 from preflight.facts.snapshot import SCHEMA
 
