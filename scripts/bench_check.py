@@ -13,6 +13,11 @@ By default PYTHON is this interpreter and CMD is `PYTHON -m preflight`; give
 `--preflight /path/to/venv/bin/preflight` to time an installed console script,
 and `--baseline /path/to/old-venv/bin/preflight` to time an older install in
 the same rounds (a noisy machine then slows both alike).
+
+`--instructions` counts the instructions each command runs instead of timing
+it (valgrind's callgrind, run once per command: slow, but the same on every
+run, which a shared 2-core machine's wall clock is not). It leaves out what
+the kernel does and time spent waiting, so report it beside the medians.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def main() -> int:
     parser.add_argument("--profile", action="append", choices=("train", "inference", "node"),
                         help="a profile to check (repeatable; default: node and train; node reads the node-health "
                              "values and the kernel log too)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions with valgrind (callgrind) instead of timing, once per command")
     args = parser.parse_args()
     profiles = args.profile or ["node", "train"]
     preflight = shlex.split(args.preflight) if args.preflight else [args.python, "-m", "preflight"]
@@ -62,6 +69,8 @@ def main() -> int:
             commands["baseline %s (H200 replay)" % profile] = shlex.split(args.baseline) + check + replay
     for argv in commands.values():  # warm the page cache and the torch-architecture cache
         _time(argv, env)
+    if args.instructions:
+        return _instructions(commands, env)
     samples = {name: [] for name in commands}
     for _ in range(args.rounds):
         for name, argv in commands.items():
@@ -75,6 +84,23 @@ def main() -> int:
             name, median * 1000, min(values) * 1000, max(values) * 1000, (median - baseline) * 1000,
             median / libraries))
     print("rounds: %d, python: %s, profiles: %s" % (args.rounds, args.python, ", ".join(profiles)))
+    return 0
+
+
+def _instructions(commands, env) -> int:
+    counts = {}
+    for name, argv in commands.items():
+        done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] + argv,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        found = [line for line in done.stderr.splitlines() if "Collected :" in line]
+        if not found:
+            print("valgrind did not count %s: %s" % (name, done.stderr.strip()[-300:]), file=sys.stderr)
+            return 2
+        counts[name] = int(found[-1].split(":")[-1])
+    libraries = counts["import pynvml, click"]
+    print("%-32s %16s %12s" % ("command", "instructions", "vs imports"))
+    for name, count in counts.items():
+        print("%-32s %15.1fM %11.3fx" % (name, count / 1e6, count / libraries))
     return 0
 
 
