@@ -478,6 +478,17 @@ def test_packages_missing_required_fails_and_names_them(fake_env):
     assert result["fix"]["commands"] == ["%s -m pip install pandas 'setuptools<82'" % env.python]
 
 
+def test_a_package_both_required_and_recommended_is_told_missing_once(fake_env):
+    env = fake_env()
+    env.add_torch()
+    env.add_yolov9_packages(skip=("Pillow",))
+    result = one(check("--select", "python.packages", "--python", env.python), "python.packages")
+    assert result["status"] == "fail" and result["message"] == "Pillow is missing"
+    assert "(optional)" not in result["message"] and not any("Optional" in step for step in result["fix"]["steps"])
+    # Both requirements stay in the line: pip merges them, and the bare one still installs where the pin cannot.
+    assert result["fix"]["commands"] == ["%s -m pip install Pillow 'Pillow<10'" % env.python]
+
+
 def test_packages_missing_thop_only_warns(fake_env):
     env = fake_env()
     env.add_torch()

@@ -514,20 +514,25 @@ class PresentComparison(Comparison):
         bad_required = [(s, p) for s, p in bad_required if p]
         bad_recommended = [(s, p) for s, p in bad_recommended if p]
         missing = bad_required + bad_recommended
+        # A package both required and recommended (Pillow, and Pillow<10 for the plots) and absent is told once, as
+        # required; its install line keeps both requirements (pip merges them, and keeps the bare one where the
+        # recommended pin has no wheel).
+        absent_required = {s.name for s, (kind, _) in bad_required if kind == "absent"}
+        told = [(s, p) for s, p in bad_recommended if not (p[0] == "absent" and s.name in absent_required)]
         elsewhere = [s for s, _ in missing if s.installed_by]
         details = {
-            "missing": ", ".join(s.name for s, (kind, _) in missing if kind == "absent") or None,
+            "missing": ", ".join(s.name for s, (kind, _) in bad_required + told if kind == "absent") or None,
             "mismatched": "; ".join(words for _, (kind, words) in missing if kind == "mismatched") or None,
             "missing_pip": " ".join(_shell_quote(s.pip) for s, _ in missing if not s.installed_by) or None,
             "installed_by": "; ".join("%s: the fix of %s installs it (the build that runs here)" % (s.name, s.installed_by)
                                       for s in elsewhere) or None,
             "missing_required": ", ".join(s.name for s, _ in bad_required) or "none",
-            "missing_recommended": ", ".join(s.name for s, _ in bad_recommended) or "none",
-            "optional": ", ".join(s.name for s, _ in bad_recommended) or None,
+            "missing_recommended": ", ".join(s.name for s, _ in told) or "none",
+            "optional": ", ".join(s.name for s, _ in told) or None,
         }
         if not missing:
             return Verdict(PASS, "all %d present" % (len(required) + len(recommended)), details)
-        parts = [p for _, (_, p) in bad_required] + ["%s (optional)" % p for _, (_, p) in bad_recommended]
+        parts = [p for _, (_, p) in bad_required] + ["%s (optional)" % p for _, (_, p) in told]
         return Verdict(FAIL if bad_required else WARN, "; ".join(parts), details)
 
     def expected(self, params):
