@@ -124,6 +124,45 @@ def status_of(report, rule_id: str, subject: Optional[str] = None) -> str:
     return found[0]["status"]
 
 
+def preflight_command_problems(command: str) -> list:
+    """Why each ``preflight ...`` part of a printed command would not parse with the real command line (an unknown
+    command or option, a bad value); empty when every part parses. Other programs' parts are not looked at."""
+    import shlex
+
+    import click
+
+    from preflight.cli import cli
+
+    found = []
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)  # quotes kept whole; |, ;, && apart
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError as exc:
+        return ["%r: %s" % (command, exc)]
+    segments, words = [], []
+    for token in tokens + [";"]:
+        if token and all(character in "();<>|&" for character in token):
+            segments.append(words)
+            words = []
+        else:
+            words.append(token)
+    for words in segments:
+        if not words or words[0] != "preflight":
+            continue
+        current, rest = cli, words[1:]
+        try:
+            while isinstance(current, click.Group):
+                current, rest = current.get_command(None, rest[0]), rest[1:]
+                if current is None:
+                    raise click.UsageError("no such command")
+            with current.make_context(words[1], list(rest)):
+                pass
+        except (click.ClickException, IndexError) as exc:
+            found.append("%r does not parse: %s" % (" ".join(words), exc))
+    return found
+
+
 def nvml_fixture(name: str) -> str:
     return str(NVML_FIXTURES / name)
 

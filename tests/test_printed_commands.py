@@ -1,4 +1,5 @@
 """Every printed pip command can succeed for the Python it targets: rendered, parsed and checked against data.
+Every printed ``preflight`` command parses with the real command line.
 
 Each fix `check` and `diagnose` can print is rendered here: `check` over NVML recordings x torch builds (none, CPU,
 CUDA 11.8, 12.4, 13.0, ROCm) x Pythons 3.8 to 3.15 (interpreters that answer the probe as that Python) x profiles,
@@ -22,7 +23,7 @@ from typing import List, Optional
 
 import pytest
 
-from conftest import nvml_fixture, run_cli
+from conftest import nvml_fixture, preflight_command_problems, run_cli
 from preflight import package_index, torch_wheels
 from preflight.engine import loader
 from preflight.pip_commands import installs, review
@@ -42,6 +43,7 @@ _FORBIDDEN = [
 def problems(command: str, python: Optional[str]) -> List[str]:
     """What makes ``command`` fail for ``python`` (X.Y; None: unknown); empty when it can succeed."""
     found = ["%s: %s" % (text, why) for text, why in _FORBIDDEN if text in command]
+    found += preflight_command_problems(command)
     for segment, install, _ in installs(command):
         if install is None:
             continue
@@ -184,7 +186,7 @@ def test_every_check_fix_prints_commands_that_can_succeed(tmp_path, environments
                 report = json.loads(completed.stdout)
                 for result in report["results"]:
                     for command in (result.get("fix") or {}).get("commands") or []:
-                        if "pip" not in command:
+                        if "pip" not in command and "preflight " not in command:
                             continue
                         checked += 1
                         printed_pins.update(w for w in shlex.split(command.split("  #")[0]) if "<" in w or "==" in w)
@@ -329,3 +331,14 @@ def test_the_package_index_lists_releases_oldest_first():
     for name in ("torch", "numpy", "setuptools", "Pillow", "thop"):
         versions = list(package_index.releases(name))
         assert versions == sorted(versions, key=Version), name
+
+
+def test_printed_preflight_commands_are_parsed_by_the_real_command_line():
+    assert preflight_command_problems("preflight check --profile node --select gpu") == []
+    assert preflight_command_problems("sudo dmesg -T | grep -i xid && preflight config show --host gpu01") == []
+    assert preflight_command_problems("preflight plan --workload gelan-c --task train --img 640 --batch 16 --gpus 2") \
+        == []
+    assert preflight_command_problems("preflight check --no-such-option")
+    assert preflight_command_problems("preflight check --profile nodes")  # a value the option does not take
+    assert preflight_command_problems("preflight chek")
+    assert preflight_command_problems("echo ok; preflight config shwo")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, nvml_fixture, run_cli
+from conftest import REPO, nvml_fixture, preflight_command_problems, run_cli
 
 
 
@@ -231,6 +231,9 @@ def test_a_gpu_that_computes_wrong_results_or_lags_its_peers_fails_and_is_named(
     collective = found["smoke.allreduce"]
     assert collective["status"] == "fail" and "did not finish within 30 s" in collective["message"]
     assert any("NCCL_P2P_DISABLE=1" in step for step in collective["fix"]["steps"])
+    printed = [command for r in found.values() for command in (r.get("fix") or {}).get("commands") or []]
+    assert any(command.startswith("preflight ") for command in printed)
+    assert not [problem for command in printed for problem in preflight_command_problems(command)]
     # A NaN training step on one GPU: the step fails, naming it.
     smoke = copy.deepcopy(RECORDED)
     smoke["devices"][2] = _gpu(2, train_ok=False)
@@ -333,6 +336,7 @@ def test_a_single_gpu_held_far_below_its_datasheet_warns_where_no_peer_could_tel
     assert slow["status"] == "fail" and slow["severity"] == "warning" and slow["observed"] == 0.152
     assert "GPU 0 (NVIDIA H200) reached 150.0 TFLOPS, 0.152 of the 989.5 TFLOPS (H200 SXM)" in slow["message"]
     assert slow["fix"]["title"] == "Find out what holds GPU 0 (NVIDIA H200) below its datasheet"
+    assert not [p for command in slow["fix"]["commands"] for p in preflight_command_problems(command)]
     memory = found["smoke.bandwidth.datasheet"]
     assert memory["status"] == "fail" and memory["observed"] == 0.25 and "4800 GB/s (H200 SXM)" in memory["message"]
     assert report["ok"] is True  # warnings: the job runs, slowly
