@@ -428,7 +428,7 @@ def _build_smoke() -> click.Command:
     def smoke(options, output_format, output, quiet, color, report_dir, syslog) -> int:
         """Run short, bounded, real work on the GPUs in the job's interpreter and judge it: memory patterns, matrix
         products against a CPU reference (FP32, TF32, FP16, BF16), throughput against the node's other GPUs of the
-        same model and NVIDIA's datasheet for the model, a training step with AMP and cuDNN, peer access and an all-reduce over the local GPUs; with
+        same model and NVIDIA's datasheet for the model, a training step with AMP and cuDNN, peer access and an all-reduce over the local GPUs (against their NVLink or PCIe links); with
         --workload and --repo, that workload's training steps measured in the user's YOLOv9 checkout.
 
         \b

@@ -82,6 +82,19 @@ def driver_branch_advice(ccs) -> str:
                else "")))
 
 
+# NVLink bandwidth per link and per direction, GB/s, by the GPU's compute capability major version: NVLink 2
+# (Volta: six links, 300 GB/s in all), NVLink 3 (Ampere A100: twelve links, 600 GB/s) and NVLink 4 (Hopper:
+# eighteen links, 900 GB/s) each carry 25 GB/s per link and direction; NVLink 5 (Blackwell: eighteen links,
+# 1.8 TB/s) 50 GB/s. Sources: NVIDIA Tesla V100 GPU Architecture whitepaper (NVLink 2.0); NVIDIA A100 Tensor Core
+# GPU Architecture whitepaper (third-generation NVLink); NVIDIA H100 Tensor Core GPU Architecture whitepaper
+# (fourth-generation NVLink); https://www.nvidia.com/en-us/data-center/nvlink/ (fifth generation, per GPU).
+NVLINK_GBS_PER_LINK: Dict[int, float] = {7: 25.0, 8: 25.0, 9: 25.0, 10: 50.0, 12: 50.0}
+
+# PCIe bandwidth per lane and per direction, GB/s, by generation: the transfer rate (2.5, 5, 8, 16, 32, 64 GT/s)
+# times the encoding's share (8b/10b for Gen1-2, 128b/130b for Gen3-5; Gen6's FLIT mode is counted at its raw
+# rate) over 8 bits. Source: PCI-SIG, https://pcisig.com/specifications (per-generation rates).
+PCIE_GBS_PER_LANE: Dict[int, float] = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 8.0}
+
 # nvmlDeviceGetBrand values as the container toolkit spells them in
 # NVIDIA_REQUIRE_* terms (brand=tesla, brand=nvidiartx, ...).
 BRAND_NAMES: Dict[int, str] = {

@@ -48,7 +48,8 @@ def test_every_check_runs_on_the_cpu_in_the_jobs_interpreter(torch_python):
     assert {rule_id: r["status"] for rule_id, r in found.items()} == {
         "smoke.torch": "pass", "smoke.memory": "pass", "smoke.matmul.fp32": "pass", "smoke.matmul.tf32": "skip",
         "smoke.matmul.fp16": "pass", "smoke.matmul.bf16": "pass", "smoke.throughput": "skip",
-        "smoke.throughput.datasheet": "skip", "smoke.bandwidth.datasheet": "skip", "smoke.train_step": "pass", "smoke.allreduce": "pass", "smoke.fit": "skip"}
+        "smoke.throughput.datasheet": "skip", "smoke.bandwidth.datasheet": "skip", "smoke.train_step": "pass",
+        "smoke.allreduce": "pass", "smoke.allreduce.bandwidth": "skip", "smoke.fit": "skip"}
     assert "torch 2.13.0" in found["smoke.torch"]["message"] and torch_python in found["smoke.torch"]["message"]
     assert "64.0 MiB tested, 0 bytes read back wrong" in found["smoke.memory"]["message"]
     assert float(found["smoke.matmul.fp32"]["observed"]) < 1e-4
@@ -65,7 +66,7 @@ def test_every_check_runs_on_the_cpu_in_the_jobs_interpreter(torch_python):
     assert len(shown) >= 6
     for status, rule_id in shown:
         assert found[rule_id]["status"] == status.lower(), (rule_id, status)
-    assert block.rstrip().endswith(found and "7 passed, 0 warnings, 0 failed, 0 errors, 5 skipped: OK (exit 0)")
+    assert block.rstrip().endswith(found and "7 passed, 0 warnings, 0 failed, 0 errors, 6 skipped: OK (exit 0)")
 
 
 def _checkout(root: Path) -> Path:
@@ -193,8 +194,8 @@ RECORDED = {
 }
 
 
-def _judge(tmp_path, smoke, name="facts.json"):
-    facts = json.loads(run_cli("facts", "--nvml-fixture", nvml_fixture("h200-driver580.json")).stdout)
+def _judge(tmp_path, smoke, name="facts.json", recording="h200-driver580.json"):
+    facts = json.loads(run_cli("facts", "--nvml-fixture", nvml_fixture(recording)).stdout)
     facts["smoke"] = smoke
     facts["probes"]["smoke"] = {"status": "ok", "seconds": 41.2, "error": None}
     path = tmp_path / name
@@ -400,3 +401,38 @@ def test_the_report_heading_says_the_gpus_were_not_probed_rather_than_that_there
     assert "| GPUs and driver not probed |" in text.splitlines()[0] and "no GPU" not in text
     text = run_cli("check", "--nvml-fixture", nvml_fixture("no-library.json"), "--select", "gpu").stdout
     assert "| no GPU | no driver (NVML: library_not_found) |" in " ".join(text.split("\n  "))
+
+
+# --- the all-reduce against the links NVML reports ---------------------------------------------------------------
+
+def test_the_all_reduce_is_judged_against_the_gpus_nvlink_or_pcie_links(tmp_path):
+    found, _ = _judge(tmp_path, RECORDED, "hgx.json", "8x-h100-hgx.json")  # 360 GB/s over 18 NVLinks each
+    share = found["smoke.allreduce.bandwidth"]
+    assert share["status"] == "pass" and share["observed"] == 0.8
+    assert "NVLink: 18 active links x 25 GB/s = 450 GB/s per direction" in share["message"]
+    slow = copy.deepcopy(RECORDED)
+    slow["checks"]["collective"]["allreduce"]["bus_gbs"] = 40.0  # what PCIe gives when NVLink goes unused
+    found, report = _judge(tmp_path, slow, "slow.json", "8x-h100-hgx.json")
+    share = found["smoke.allreduce.bandwidth"]
+    assert share["status"] == "fail" and share["severity"] == "warning" and share["observed"] == 0.089
+    assert report["ok"] is True and share["fix"]["title"] == "Find out why NCCL does not use the GPUs' links"
+    assert not [p for command in share["fix"]["commands"] for p in preflight_command_problems(command)]
+    # Two A100s with no NVLink reported: their PCIe Gen5 x16 links are the measure.
+    pair = copy.deepcopy(RECORDED)
+    pair["devices"] = [_gpu(0), _gpu(1)]
+    for device in pair["devices"]:
+        device["name"] = "NVIDIA A100-SXM4-40GB"
+    pair["checks"]["collective"]["allreduce"].update(world=2, bus_gbs=20.0)
+    found, _ = _judge(tmp_path, pair, "pair.json", "2x-a100-40g-driver550-ecc.json")
+    share = found["smoke.allreduce.bandwidth"]
+    assert share["status"] == "pass" and "PCIe Gen5 x16: 63.0 GB/s per direction" in share["message"]
+
+
+def test_an_all_reduce_with_nothing_to_judge_against_is_skipped(tmp_path):
+    found, _ = _judge(tmp_path, _one_gpu("NVIDIA H200", 700.0, 4000.0))  # one GPU: no all-reduce
+    assert found["smoke.allreduce.bandwidth"]["status"] == "skip"
+    cpu = copy.deepcopy(RECORDED)
+    cpu["checks"]["collective"]["allreduce"].update(backend="gloo", world=2)
+    found, _ = _judge(tmp_path, cpu, "gloo.json")
+    skipped = found["smoke.allreduce.bandwidth"]
+    assert skipped["status"] == "skip" and "no NCCL all-reduce over GPUs was measured" in skipped["message"]

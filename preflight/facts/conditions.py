@@ -109,6 +109,8 @@ CONDITIONS: Dict[str, Condition] = {c.name: c for c in [
               ("smoke",), smoke.has_datasheet),
     Condition("smoke_collective", "the all-reduce had ranks to reduce across (two or more devices)", ("smoke",),
               smoke.collective_ran),
+    Condition("smoke_links", "an NCCL all-reduce ran over GPUs whose links (NVLink or PCIe) NVML reports",
+              ("smoke", "nvml", "nvml_health"), smoke.has_links),
     Condition("smoke_fit", "a workload was measured (smoke --workload --repo)", ("smoke",), smoke.fit_asked),
 ] + [Condition("smoke_" + precision, "a tested device runs %s matrix products" % precision, ("smoke",),
                smoke.supports(precision)) for precision in smoke.PRECISIONS]}

@@ -236,6 +236,9 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
          values=("ok", "wrong", "failed"),
          details=("smoke_backend", "smoke_bus_gbs", "smoke_world", "smoke_peers", "smoke_detail"),
          implies=("smoke_ran", "smoke_collective")),
+    Fact("smoke.allreduce.link_share", "number", "the NCCL all-reduce's bus bandwidth over what the tested GPUs' "
+         "NVLink (or else PCIe) links carry in one direction", ("smoke", "nvml", "nvml_health"), smoke.link_share,
+         details=("smoke_bus_gbs", "smoke_expected"), implies=("smoke_ran", "smoke_collective", "smoke_links")),
     Fact("smoke.fit", "enum", "the workload's training steps measured in the user's checkout", ("smoke",),
          smoke.fit, values=("measured", "failed"), details=("smoke_detail", "smoke_points", "smoke_largest", "smoke_estimate"),
          implies=("smoke_ran", "smoke_fit"), context=("workload",)),

@@ -238,6 +238,58 @@ def allreduce(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     return "ok", details
 
 
+def link_share(facts: SnapshotView, gpu) -> Tuple[float, Dict[str, Any]]:
+    """The NCCL all-reduce's bus bandwidth over what the tested GPUs' links carry in one direction: NVLink's active
+    links when every tested GPU has some (the GPU with the fewest), else PCIe (the slowest current link)."""
+    collective = _node_check(facts, "collective", "the collective test")
+    reduce = collective.get("allreduce") or {}
+    bus = reduce.get("bus_gbs")
+    if reduce.get("backend") != "nccl" or isinstance(bus, bool) or not isinstance(bus, (int, float)) or bus <= 0:
+        raise Unknown("no NCCL all-reduce over GPUs was measured")
+    expected, link = _links(facts)
+    return round(bus / expected, 3), {"smoke_bus_gbs": "%.1f" % bus, "smoke_expected": link}
+
+
+def _links(facts: SnapshotView) -> Tuple[float, str]:
+    from preflight import knowledge
+
+    visible = facts.visible_gpus()
+    gpus = []
+    for device in devices(facts):
+        index = device.get("index")
+        if not str(device.get("device", "")).startswith("cuda") or not isinstance(index, int) \
+                or not 0 <= index < len(visible):
+            raise Unknown("the tested devices are not GPUs NVML lists")
+        gpus.append(visible[index])
+    nvlinks = [(gpu.get("nvlink") or {}).get("active") for gpu in gpus]
+    if gpus and all(isinstance(active, int) and active > 0 for active in nvlinks):
+        majors = {int(str(gpu.get("compute_capability") or "0").split(".")[0]) for gpu in gpus}
+        per_link = min(knowledge.NVLINK_GBS_PER_LINK.get(major, 0.0) for major in majors)
+        if per_link:
+            fewest = min(nvlinks)
+            return fewest * per_link, "NVLink: %d active links x %g GB/s = %g GB/s per direction" % (
+                fewest, per_link, fewest * per_link)
+    lanes = []
+    for gpu in gpus:
+        pcie = gpu.get("pcie") or {}
+        generation, width = pcie.get("current_generation"), pcie.get("current_width")
+        if generation not in knowledge.PCIE_GBS_PER_LANE or not isinstance(width, int) or width <= 0:
+            raise Unknown("NVML reports neither NVLink nor the PCIe link of GPU %s" % gpu.get("index"))
+        lanes.append((knowledge.PCIE_GBS_PER_LANE[generation] * width, generation, width))
+    if not lanes:
+        raise Unknown("no tested GPU")
+    slowest, generation, width = min(lanes)
+    return slowest, "PCIe Gen%d x%d: %.1f GB/s per direction" % (generation, width, slowest)
+
+
+def has_links(facts: SnapshotView) -> Optional[str]:
+    try:
+        link_share(facts, None)
+    except Unknown as unknown:
+        return "the all-reduce's bandwidth is judged against the GPUs' links: %s" % unknown
+    return None
+
+
 def fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     measured = _node_check(facts, "fit", "the measured fit")
     if "error" in measured:
