@@ -436,3 +436,14 @@ def test_an_all_reduce_with_nothing_to_judge_against_is_skipped(tmp_path):
     found, _ = _judge(tmp_path, cpu, "gloo.json")
     skipped = found["smoke.allreduce.bandwidth"]
     assert skipped["status"] == "skip" and "no NCCL all-reduce over GPUs was measured" in skipped["message"]
+
+
+def test_a_gpu_that_computes_wrong_results_is_named_by_its_pci_address_and_uuid(tmp_path):
+    smoke = copy.deepcopy(RECORDED)
+    smoke["devices"][3] = _gpu(3, fp16=0.31)
+    found, _ = _judge(tmp_path, smoke, "hgx.json", "8x-h100-hgx.json")
+    facts = json.loads(run_cli("facts", "--nvml-fixture", nvml_fixture("8x-h100-hgx.json")).stdout)
+    third = sorted(facts["nvml"]["gpus"], key=lambda gpu: gpu["pci_bus_id"])[3]  # CUDA's order: by PCI address
+    steps = found["smoke.matmul.fp16"]["fix"]["steps"]
+    assert "It is GPU 3 (NVIDIA H100 80GB HBM3) at PCI address %s, UUID %s." % (third["pci_bus_id"], third["uuid"]) \
+        in steps

@@ -211,11 +211,11 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     Fact("smoke.problems", "list", "what kept the active test from testing (torch not importable, CUDA not "
          "available)", ("smoke",), smoke.problems, details=("smoke_python", "smoke_torch")),
     Fact("smoke.memory.errors", "number", "bytes read back different from what was written, over every tested "
-         "device", ("smoke",), smoke.memory_errors, details=("smoke_device", "smoke_tested"),
+         "device", ("smoke",), smoke.memory_errors, details=("smoke_device", "smoke_identity", "smoke_tested"),
          implies=("smoke_ran",)),
 ] + [Fact("smoke.matmul." + precision, "number", "the worst relative error of a %s matrix product against a "
           "float64 reference, over the tested devices" % precision, ("smoke",), smoke.matmul(precision),
-          details=("smoke_device", "smoke_precision", "smoke_errors"), implies=("smoke_ran", "smoke_" + precision))
+          details=("smoke_device", "smoke_identity", "smoke_precision", "smoke_errors"), implies=("smoke_ran", "smoke_" + precision))
      for precision in smoke.PRECISIONS] + [
     Fact("smoke.throughput.peer_ratio", "number", "the slowest GPU's matrix-multiply throughput over the median "
          "of its model's GPUs on this node", ("smoke",), smoke.peer_ratio,

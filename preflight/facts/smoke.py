@@ -28,6 +28,19 @@ def label(device: Dict[str, Any]) -> str:
                            device.get("index"), device.get("name") or "?")
 
 
+def identity(facts: SnapshotView, device: Dict[str, Any]) -> str:
+    """Where a tested GPU is, for its owner and its vendor: its PCI address and UUID as NVML gives them (the CUDA
+    index moves with CUDA_VISIBLE_DEVICES)."""
+    try:
+        visible = facts.visible_gpus()
+        gpu = visible[device["index"]] if str(device.get("device", "")).startswith("cuda") else None
+    except (Unknown, KeyError, IndexError, TypeError):
+        gpu = None
+    if not gpu or not (gpu.get("pci_bus_id") or gpu.get("uuid")):
+        return "%s (NVML did not say where it is: nvidia-smi -q lists each GPU's PCI address and serial)" % label(device)
+    return "%s at PCI address %s, UUID %s" % (label(device), gpu.get("pci_bus_id") or "?", gpu.get("uuid") or "?")
+
+
 def _measured(facts: SnapshotView, check: str) -> List[Tuple[Dict[str, Any], Dict[str, Any]]]:
     """(device, its result) for every device where ``check`` ran; a check that raised is Unknown, with its error."""
     found = []
@@ -53,7 +66,7 @@ def memory_errors(facts: SnapshotView, gpu) -> Tuple[int, Dict[str, Any]]:
     measured = _measured(facts, "memory")
     worst = max(measured, key=lambda pair: pair[1].get("errors", 0))
     return sum(int(r.get("errors", 0)) for _, r in measured), {
-        "smoke_device": label(worst[0]),
+        "smoke_device": label(worst[0]), "smoke_identity": identity(facts, worst[0]),
         "smoke_tested": "; ".join("%s: %s tested, %d bytes read back wrong" % (
             label(d), units.format_bytes(r.get("tested_bytes", 0)), r.get("errors", 0)) for d, r in measured)}
 
@@ -66,7 +79,7 @@ def matmul(precision: str):
             raise Unknown("no tested device runs %s" % precision)
         worst_device, worst = max(rows, key=lambda pair: _error(pair[1]))
         value = _error(worst)
-        return (float("%.2g" % value) if value != float("inf") else value), {"smoke_device": label(worst_device), "smoke_precision": precision,
+        return (float("%.2g" % value) if value != float("inf") else value), {"smoke_device": label(worst_device), "smoke_identity": identity(facts, worst_device), "smoke_precision": precision,
                                "smoke_errors": "; ".join("%s: %.2g" % (label(d), _error(r)) for d, r in rows)}
     return compute
 
