@@ -6,7 +6,6 @@ leave it out); a name the file does not list has no datasheet here, and nothing 
 (an "H100" could be the SXM or the PCIe card, whose figures differ).
 """
 
-
 import os
 from typing import Dict, NamedTuple, Optional
 

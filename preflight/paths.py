@@ -17,7 +17,6 @@ final name in it; the caller opens the folder once and works relative to it (``o
 temporaries with ``O_CREAT|O_EXCL|O_NOFOLLOW`` and random names, so that nothing is followed after the check.
 """
 
-
 import os
 import stat
 from typing import NamedTuple

@@ -11,7 +11,6 @@ post-releases). Anything else (``~=``, ``==2.*``, ``===``, local versions) is
 handed to ``packaging.specifiers``. A property test compares the two.
 """
 
-
 import re
 from typing import List, NamedTuple, Tuple
 

@@ -9,7 +9,6 @@ value (``commands/options.py``) and ``config show`` are all built from
 ``SETTINGS``; adding a setting is adding one entry here.
 """
 
-
 import math
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 

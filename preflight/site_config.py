@@ -13,7 +13,6 @@ A bad file is the user's error (exit 2) naming the file, the line and the key:
 a site's mistake must never turn into a wrong verdict.
 """
 
-
 import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple

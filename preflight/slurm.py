@@ -24,7 +24,6 @@ Every scontrol call has a timeout; a missing, failing or hanging scontrol is
 reported (exit 4), never waited on forever.
 """
 
-
 import os
 import re
 import socket

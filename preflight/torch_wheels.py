@@ -10,7 +10,6 @@ the last torch for an old GPU, a newer Python), instead of naming an index
 that cannot work.
 """
 
-
 import os
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 

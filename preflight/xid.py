@@ -4,7 +4,6 @@
 program's own fault: listed, never a node failure). Unknown Xids count as "watch".
 """
 
-
 import os
 from typing import Any, Dict, NamedTuple, Optional
 

@@ -1,7 +1,6 @@
 """A plan: one workload against GPUs, one row per GPU (the table ``preflight plan`` prints and writes as
 preflight.plan/1). The rows are made by commands/plan.py; this module holds their shape."""
 
-
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from preflight.capacity import estimate

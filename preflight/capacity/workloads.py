@@ -30,7 +30,6 @@ current Colab, 14931 on AWS, 15102 on older drivers), judged by the lowest.
 Without it the usable memory is estimated at ESTIMATED_USABLE of the total.
 """
 
-
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 PRECISIONS = {"train": ("amp", "fp32"), "inference": ("fp16", "fp32")}

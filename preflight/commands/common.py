@@ -1,6 +1,5 @@
 """What several commands share: rules loaded with their warnings and chosen, and facts from a file or from probing."""
 
-
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from preflight.commands.options import CheckOptions

@@ -1,6 +1,5 @@
 """The options values commands take: immutable, built once by the CLI (or by tests), checked when built."""
 
-
 from typing import FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.errors import PreflightError

@@ -12,7 +12,6 @@ plan use ``prepare`` for their rules and site settings. A second copy of any
 of these steps is a verdict waiting to disagree.
 """
 
-
 import os
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple

@@ -1,6 +1,5 @@
 """The site configuration applied to a command's options: what the file says here, under what the command line says."""
 
-
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 

@@ -11,7 +11,6 @@
   out rather than shown with a hole; a fix title keeps generic words.
 """
 
-
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
 from preflight import inventory, knowledge, units

@@ -33,7 +33,6 @@ Named groups become template values (``(?P<gpu_sm>sm_\\d+)`` fills
 turns ``couldn't`` into ``couldn‘t``) and markdown emphasis around a pasted line.
 """
 
-
 import re
 from typing import Any, Dict, List, NamedTuple, Optional
 

@@ -34,7 +34,6 @@ says, and what the log could not tell. It is dropped when a known failure was fo
 entry is more specific), unless the family ``supersedes`` that entry.
 """
 
-
 import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple

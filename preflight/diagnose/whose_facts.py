@@ -10,7 +10,6 @@ one line says why. The mode comes from --facts-from (or the site configuration's
     log      never this machine's: only what the log says (--no-facts)
 """
 
-
 import os
 from typing import Dict, List, NamedTuple, Optional
 

@@ -8,7 +8,6 @@ fail, and describes what it expects in words.
 Two-tier thresholds: below ``min`` fails, below ``recommended`` warns.
 """
 
-
 import math
 import re
 from types import MappingProxyType

@@ -1,6 +1,5 @@
 """Evaluate chosen rules against a facts snapshot: pure code, no probing."""
 
-
 from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 

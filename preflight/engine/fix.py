@@ -4,7 +4,6 @@ It sits below the rest of the engine (it needs only the template) so that
 every kind of entry (rules, failures, workloads) can hold one.
 """
 
-
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 Line = Union[str, Tuple[str, ...]]  # a text, or alternatives: the first whose values are all known is shown

@@ -1,6 +1,5 @@
 """Rules, as loaded from rule files."""
 
-
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from preflight.engine.compare import Comparison, text_of, value_text

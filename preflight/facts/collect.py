@@ -8,7 +8,6 @@ processes (``--python``, torch's architecture list) get the time that is left
 and are killed when it runs out.
 """
 
-
 import os
 import threading
 import time

@@ -1,7 +1,6 @@
 """The conditions a rule can require (``when = [...]``, and those its fact implies): each says why a rule does
 not apply here (the rule is skipped), or None when it does."""
 
-
 from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 from preflight.facts import derived, smoke

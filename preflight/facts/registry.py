@@ -11,7 +11,6 @@ GPU fact is moot on a node that is not meant to have GPUs (``gpu_node``).
 Adding a fact here is all it takes for rule files to use it.
 """
 
-
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from preflight.facts import derived, node_health, smoke

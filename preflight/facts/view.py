@@ -6,7 +6,6 @@ travels beside it in a ``Context``: nothing is written into a snapshot, so a
 file saved on a node and read by ``fleet`` carries nothing to scrub.
 """
 
-
 from typing import Any, Dict, List, NamedTuple, Optional
 
 

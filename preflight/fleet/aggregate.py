@@ -5,7 +5,6 @@ its inventory; only a small record per node is kept (its problems, its drift val
 differences from the baseline), so tens of thousands of nodes fit in memory while their files do not need to.
 """
 
-
 from collections import Counter, OrderedDict
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 

@@ -9,7 +9,6 @@ with the files' sizes. A file or URL that cannot be read, is not JSON, or is nei
 entry, never an exception.
 """
 
-
 import gzip
 import json
 import os

@@ -1,6 +1,5 @@
 """preflight fleet for people (text, markdown, html) and programs (json: preflight.fleet/1, csv: a row per node)."""
 
-
 import csv
 import io
 import time

@@ -2,7 +2,6 @@
 (``preflight explain``), and the reference page docs/rules.md, all from the
 same loaded rule files."""
 
-
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from preflight.engine.fix import Fix

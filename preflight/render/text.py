@@ -1,7 +1,6 @@
 """The report for people: one line per result (identical passing GPUs share one), the fix under each failure,
 a "fix first" list, a summary; wrapped to the terminal's width."""
 
-
 from typing import List, NamedTuple, Tuple
 
 from preflight import __version__
