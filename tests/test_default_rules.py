@@ -468,21 +468,23 @@ def test_conda_env_from_activated_environment_variables(fake_env, tmp_path):
 
 # --- python.packages -------------------------------------------------------------------------
 
-def test_packages_missing_required_fails_and_names_them(fake_env):
+def _packages_without(fake_env, *skip):
+    """python.packages' result for an environment with torch and YOLOv9's packages but ``skip``; and its python."""
     env = fake_env()
     env.add_torch()
-    env.add_yolov9_packages(skip=("pandas", "pkg_resources"))
-    result = one(check("--select", "python.packages", "--python", env.python), "python.packages")
+    env.add_yolov9_packages(skip=skip)
+    return one(check("--select", "python.packages", "--python", env.python), "python.packages"), env
+
+
+def test_packages_missing_required_fails_and_names_them(fake_env):
+    result, env = _packages_without(fake_env, "pandas", "pkg_resources")
     assert result["status"] == "fail"
     assert "pandas is missing" in result["message"] and "pkg_resources is missing" in result["message"]
     assert result["fix"]["commands"] == ["%s -m pip install pandas 'setuptools<82'" % env.python]
 
 
 def test_a_package_both_required_and_recommended_is_told_missing_once(fake_env):
-    env = fake_env()
-    env.add_torch()
-    env.add_yolov9_packages(skip=("Pillow",))
-    result = one(check("--select", "python.packages", "--python", env.python), "python.packages")
+    result, env = _packages_without(fake_env, "Pillow")
     assert result["status"] == "fail" and result["message"] == "Pillow is missing"
     assert "(optional)" not in result["message"] and not any("Optional" in step for step in result["fix"]["steps"])
     # Both requirements stay in the line: pip merges them, and the bare one still installs where the pin cannot.
@@ -490,10 +492,7 @@ def test_a_package_both_required_and_recommended_is_told_missing_once(fake_env):
 
 
 def test_packages_missing_thop_only_warns(fake_env):
-    env = fake_env()
-    env.add_torch()
-    env.add_yolov9_packages(skip=("thop",))
-    result = one(check("--select", "python.packages", "--python", env.python), "python.packages")
+    result, env = _packages_without(fake_env, "thop")
     assert result["status"] == "warn" and result["severity"] == "warning"
     assert result["fix"]["commands"] == ["%s -m pip install thop" % env.python]
 
