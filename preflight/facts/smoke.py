@@ -7,7 +7,7 @@ its weakest GPU.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from preflight import units
 from preflight.facts.view import SnapshotView, Unknown
@@ -28,13 +28,23 @@ def label(device: Dict[str, Any]) -> str:
                            device.get("index"), device.get("name") or "?")
 
 
+def nvml_gpu(facts: SnapshotView, device: Dict[str, Any]) -> Dict[str, Any]:
+    """NVML's facts of a tested CUDA device (its CUDA index counts the visible GPUs in CUDA's order); Unknown when
+    the device is not a GPU NVML lists."""
+    index = device.get("index")
+    visible = facts.visible_gpus()
+    if not str(device.get("device", "")).startswith("cuda") or not isinstance(index, int) \
+            or not 0 <= index < len(visible):
+        raise Unknown("%s is not a GPU NVML lists" % label(device))
+    return visible[index]
+
+
 def identity(facts: SnapshotView, device: Dict[str, Any]) -> str:
     """Where a tested GPU is, for its owner and its vendor: its PCI address and UUID as NVML gives them (the CUDA
     index moves with CUDA_VISIBLE_DEVICES)."""
     try:
-        visible = facts.visible_gpus()
-        gpu = visible[device["index"]] if str(device.get("device", "")).startswith("cuda") else None
-    except (Unknown, KeyError, IndexError, TypeError):
+        gpu = nvml_gpu(facts, device)
+    except Unknown:
         gpu = None
     if not gpu or not (gpu.get("pci_bus_id") or gpu.get("uuid")):
         return "%s (NVML did not say where it is: nvidia-smi -q lists each GPU's PCI address and serial)" % label(device)
@@ -93,13 +103,7 @@ def _error(result: Dict[str, Any]) -> float:
 
 
 def supports(precision: str):
-    def check(facts: SnapshotView) -> Optional[str]:
-        try:
-            matmul(precision)(facts, None)
-        except Unknown as unknown:
-            return "%s is not tested here: %s" % (precision, unknown)
-        return None
-    return check
+    return lambda facts: _applies(lambda: matmul(precision)(facts, None), "%s is not tested here" % precision)
 
 
 def peer_ratio(facts: SnapshotView, gpu) -> Tuple[float, Dict[str, Any]]:
@@ -180,13 +184,18 @@ def datasheet_ratio(what: str):
     return compute
 
 
-def has_datasheet(facts: SnapshotView) -> Optional[str]:
+def _applies(read: Callable[[], Any], why: str) -> Optional[str]:
+    """A condition from a reader: None when it reads, else ``why`` and what it could not read."""
     try:
-        for what in _AGAINST_DATASHEET:
-            _against_datasheet(facts, what)
+        read()
     except Unknown as unknown:
-        return "throughput is compared with NVIDIA's datasheet only for the models it lists: %s" % unknown
+        return "%s: %s" % (why, unknown)
     return None
+
+
+def has_datasheet(facts: SnapshotView) -> Optional[str]:
+    return _applies(lambda: [_against_datasheet(facts, what) for what in _AGAINST_DATASHEET],
+                    "throughput is compared with NVIDIA's datasheet only for the models it lists")
 
 
 def train_step(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
@@ -268,14 +277,7 @@ def link_share(facts: SnapshotView, gpu) -> Tuple[float, Dict[str, Any]]:
 def _links(facts: SnapshotView) -> Tuple[float, str]:
     from preflight import knowledge
 
-    visible = facts.visible_gpus()
-    gpus = []
-    for device in devices(facts):
-        index = device.get("index")
-        if not str(device.get("device", "")).startswith("cuda") or not isinstance(index, int) \
-                or not 0 <= index < len(visible):
-            raise Unknown("the tested devices are not GPUs NVML lists")
-        gpus.append(visible[index])
+    gpus = [nvml_gpu(facts, device) for device in devices(facts)]
     nvlinks = [(gpu.get("nvlink") or {}).get("active") for gpu in gpus]
     if gpus and all(isinstance(active, int) and active > 0 for active in nvlinks):
         majors = {int(str(gpu.get("compute_capability") or "0").split(".")[0]) for gpu in gpus}
@@ -298,11 +300,7 @@ def _links(facts: SnapshotView) -> Tuple[float, str]:
 
 
 def has_links(facts: SnapshotView) -> Optional[str]:
-    try:
-        link_share(facts, None)
-    except Unknown as unknown:
-        return "the all-reduce's bandwidth is judged against the GPUs' links: %s" % unknown
-    return None
+    return _applies(lambda: link_share(facts, None), "the all-reduce's bandwidth is judged against the GPUs' links")
 
 
 def fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
