@@ -328,15 +328,27 @@ def _show_version(context, parameter, value) -> None:
 # --- commands ---------------------------------------------------------------------------------
 
 _BUILDERS: Dict[str, Callable[[], click.Command]] = {}
+_SHORT: List[str] = []
 
 
-def lazy_command(name: str) -> Callable:
+def lazy_command(name: str, short: bool = False) -> Callable:
     """Register the function that declares command ``name``: it runs only when that command is used (or a help
-    listing names it), because declaring every command's options would cost each run its start-up time."""
+    listing names it), because declaring every command's options would cost each run its start-up time.
+
+    ``short``: the command finishes quickly over input of a bounded size, so it runs without Python's cyclic
+    collector (``preflight.__main__``); a command that runs long or reads unbounded input collects as usual."""
     def register(build: Callable[[], click.Command]) -> Callable[[], click.Command]:
         _BUILDERS[name] = build
+        if short:
+            _SHORT.append(name)
         return build
     return register
+
+
+def runs_short(argv: List[str]) -> bool:
+    """Whether this command line names a command declared ``short`` (its first word that is not an option: the
+    group itself takes no values)."""
+    return next((word for word in argv if not word.startswith("-")), "") in _SHORT
 
 
 class _Commands(click.Group):
@@ -386,7 +398,7 @@ def cli() -> None:
     """
 
 
-@lazy_command("check")
+@lazy_command("check", short=True)
 def _build_check() -> click.Command:
     @click.command("check")
     @declare(CHECK)
@@ -443,7 +455,7 @@ def _build_smoke() -> click.Command:
     return smoke
 
 
-@lazy_command("facts")
+@lazy_command("facts", short=True)
 def _build_facts() -> click.Command:
     @click.command("facts")
     @click.option("--list", "list_facts", is_flag=True, help="List the facts rules can read instead of collecting them.")
@@ -460,7 +472,7 @@ def _build_facts() -> click.Command:
     return facts
 
 
-@lazy_command("rules")
+@lazy_command("rules", short=True)
 def _build_list_rules() -> click.Command:
     @click.command("rules")
     @setting("profile", type=click.Choice(PROFILES), metavar=None, help="Only the rules of this profile.")
@@ -475,7 +487,7 @@ def _build_list_rules() -> click.Command:
     return list_rules
 
 
-@lazy_command("explain")
+@lazy_command("explain", short=True)
 def _build_explain() -> click.Command:
     @click.command("explain")
     @click.argument("rule_id", shell_complete=_complete("explain"))
@@ -531,7 +543,7 @@ def _build_diagnose() -> click.Command:
     return diagnose
 
 
-@lazy_command("plan")
+@lazy_command("plan", short=True)
 def _build_plan() -> click.Command:
     @click.command("plan")
     @declare(workload_group(required=True))
@@ -629,7 +641,7 @@ def _build_serve() -> click.Command:
     return serve
 
 
-@lazy_command("schema")
+@lazy_command("schema", short=True)
 def _build_schema() -> click.Command:
     from preflight.commands.schema import DOCUMENTS
 
@@ -646,7 +658,7 @@ def _build_schema() -> click.Command:
     return schema
 
 
-@lazy_command("completion")
+@lazy_command("completion", short=True)
 def _build_completion() -> click.Command:
     @click.command("completion")
     @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
@@ -708,7 +720,7 @@ def _build_exec_command() -> click.Command:
     return exec_command
 
 
-@lazy_command("slurm")
+@lazy_command("slurm", short=True)
 def _build_slurm() -> click.Command:
     @click.command("slurm")
     @declare(check_group("node", "auto"))
@@ -764,7 +776,7 @@ def _build_slurm() -> click.Command:
     return slurm
 
 
-@lazy_command("config")
+@lazy_command("config", short=True)
 def _build_config() -> click.Command:
     @click.group("config")
     def config_group() -> None:
