@@ -88,6 +88,12 @@ def main() -> int:
 
 
 def _instructions(commands, env) -> int:
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        print("--instructions counts with valgrind, which is not installed here (Debian: apt-get install valgrind)",
+              file=sys.stderr)
+        return 2
     counts = {}
     for name, argv in commands.items():
         done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] + argv,
