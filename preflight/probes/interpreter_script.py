@@ -20,8 +20,6 @@ prints the facts as one JSON line.
 """
 
 import ast
-import glob
-import json
 import os
 import sys
 
@@ -194,6 +192,8 @@ def _torch():
         facts["hip"] = values.get("hip")
     except (OSError, SyntaxError, ValueError) as exc:
         facts["error"] = "cannot read torch/version.py: %s" % exc
+    import glob  # here: only an installed torch is looked at, and the import costs start-up time
+
     extensions = sorted(glob.glob(os.path.join(location, "_C.*.so")) + glob.glob(os.path.join(location, "_C.*.pyd")))
     if extensions:
         stat = os.stat(extensions[0])
@@ -219,5 +219,7 @@ def _literal_assignments(source):
 
 
 if __name__ == "__main__":
+    import json  # the script's own request and answer; in-process, the check reads no JSON
+
     request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     sys.stdout.write(json.dumps(probe(request.get("packages", []))) + "\n")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Optional
 
@@ -26,6 +25,8 @@ def resolve_interpreter(python: str) -> str:
 def probe(packages: List[Dict[str, Any]], python: Optional[str] = None, timeout: float = 10.0) -> Dict[str, Any]:
     if python is None:
         return interpreter_script.probe(packages)
+    import json
+
     from preflight.probes import process
 
     try:
