@@ -92,9 +92,10 @@ def content_key(data: bytes) -> str:
     return "%d-%08x-%08x" % (len(data), zlib.crc32(data) & 0xFFFFFFFF, zlib.adler32(data) & 0xFFFFFFFF)
 
 
-def parsed(data: bytes, parse: Callable[[str], Any], kind: str = "rules") -> Any:
-    """``parse(text)`` of a file's bytes, from the cache when this exact content was parsed before by this
-    Python (a TOML rule file, a JSON knowledge file); what marshal cannot keep (a TOML date) is not cached."""
+def parsed(data: bytes, parse: Callable[[bytes], Any], kind: str = "rules") -> Any:
+    """``parse(data)`` of a file's bytes, from the cache when this exact content was parsed before by this Python
+    (a TOML rule file, a JSON knowledge file); what marshal cannot keep (a TOML date) is not cached. ``kind`` names
+    what ``parse`` makes of the bytes: one file parsed two ways is two entries."""
     digest = content_key(data)
     path = entry_path(kind, digest[-2:], "%s.py%d%d.marshal" % ((digest,) + tuple(sys.version_info[:2])))
     cached = _read(path)
@@ -105,7 +106,7 @@ def parsed(data: bytes, parse: Callable[[str], Any], kind: str = "rules") -> Any
             entry = None
         if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == _PARSED:
             return entry[1]
-    result = parse(data.decode("utf-8"))
+    result = parse(data)
     if path:
         try:
             _write(path, marshal.dumps((_PARSED, result)))
@@ -116,7 +117,7 @@ def parsed(data: bytes, parse: Callable[[str], Any], kind: str = "rules") -> Any
 
 def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]]) -> Dict[str, Any]:
     """``parse(text)`` of a rule file's bytes, from the cache when this exact content was parsed before."""
-    return parsed(data, parse, "rules")
+    return parsed(data, lambda raw: parse(raw.decode("utf-8")), "rules")
 
 
 _VALIDATED = "validated/2"

@@ -128,10 +128,9 @@ def load_json(path: str, what: str, error: Callable[..., PreflightError], hint: 
     """``cached``: a large file read often (the package index, an NVML recording) is parsed once per content and
     served from the cache after that (cache.parsed)."""
     data = read_bytes(path, what, error, hint, allow_stdin, limit)
-    text = _text(data, what, error, hint)
     if cached and not (path == "-" and allow_stdin):
         from preflight import cache
 
-        return cache.parsed(data, lambda _: parse_json(text, what, error, hint), "json")
-    return parse_json(text, what, error, hint)
+        return cache.parsed(data, lambda raw: parse_json(_text(raw, what, error, hint), what, error, hint), "json")
+    return parse_json(_text(data, what, error, hint), what, error, hint)
 

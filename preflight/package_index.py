@@ -23,7 +23,7 @@ DEFAULT_PLATFORM = "linux_x86_64"
 # The CPython versions a printed command is judged for when the target Python is not known.
 PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
 
-_index: Optional[Dict[str, Any]] = None
+_index: Optional[Dict[str, Tuple[Tuple[str, ...], Tuple[bytes, ...]]]] = None
 
 
 def _data_path(name: str) -> str:
@@ -66,17 +66,35 @@ def stale_note() -> Optional[str]:
             "and pip install . in its checkout)" % (taken, age))
 
 
-def _packages() -> Dict[str, Any]:
+def _packages() -> Dict[str, Tuple[Tuple[str, ...], Tuple[bytes, ...]]]:
+    """Canonical name -> (its versions oldest first, each release's record marshalled on its own): a question reads
+    a few of the newest releases, so only those are unpacked (``_unpack``)."""
     global _index
     if _index is None:
-        from preflight import input_files
+        from preflight import cache, input_files
         from preflight.errors import PreflightError
 
         path = _data_path(INDEX_FILE)
-        data = input_files.load_json(path, "package index %s" % path, PreflightError,
-                                     "reinstall preflight: the file ships with it", cached=True)
-        _index = {canonical(name): releases for name, releases in (data.get("packages") or {}).items()}
+        what, hint = "package index %s" % path, "reinstall preflight: the file ships with it"
+        data = input_files.read_bytes(path, what, PreflightError, hint)
+        _index = cache.parsed(data, lambda raw: _pack(input_files.parse_json(raw.decode("utf-8"), what,
+                                                                             PreflightError, hint)), "package-index")
     return _index
+
+
+def _pack(data: Any) -> Dict[str, Tuple[Tuple[str, ...], Tuple[bytes, ...]]]:
+    """The index's JSON as the cache keeps it: canonical name -> (versions, each record marshalled)."""
+    import marshal
+
+    return {canonical(name): (tuple(releases), tuple(marshal.dumps(record) for record in releases.values()))
+            for name, releases in ((data or {}).get("packages") or {}).items()}
+
+
+@functools.lru_cache(maxsize=None)
+def _unpack(packed: bytes) -> Dict[str, Any]:
+    import marshal
+
+    return marshal.loads(packed)
 
 
 def canonical(name: str) -> str:
@@ -129,11 +147,11 @@ def has_wheel(record: Dict[str, Any], python: str, platform: str = DEFAULT_PLATF
 def _newest_first(package: str):
     """(version, its text, record), newest first: the file lists each package's releases oldest first (the refresh
     script sorts them), so only as many versions are parsed as a question needs."""
-    releases = _packages().get(canonical(package)) or {}
-    for text in reversed(list(releases)):
-        version = _version(text)
+    versions, packed = _packages().get(canonical(package)) or ((), ())
+    for position in range(len(versions) - 1, -1, -1):
+        version = _version(versions[position])
         if version is not None:
-            yield version, text, releases[text]
+            yield version, versions[position], packed[position]
 
 
 def installable(requirement: str, python: str, platform: str = DEFAULT_PLATFORM) -> Optional[str]:
@@ -145,10 +163,10 @@ def installable(requirement: str, python: str, platform: str = DEFAULT_PLATFORM)
         name, specifier = split(requirement)
     except (ValueError, Exception):
         return None
-    for version, text, record in _newest_first(name):
+    for version, text, packed in _newest_first(name):
         if version.is_prerelease or not specifier.contains(version):
             continue
-        if has_wheel(record, python, platform):
+        if has_wheel(_unpack(packed), python, platform):
             return text
     return None
 
@@ -167,9 +185,10 @@ def span(pythons: Sequence[str]) -> str:
 
 def requires_torch(torchvision: str) -> Optional[str]:
     """The torch requirement of a torchvision release (``'==2.14.0'``), as its wheel's metadata says."""
-    record = (_packages().get("torchvision") or {}).get(torchvision) or {}
-    return record.get("requires_torch")
+    return releases("torchvision").get(torchvision, {}).get("requires_torch")
 
 
 def releases(package: str) -> Dict[str, Any]:
-    return dict(_packages().get(canonical(package)) or {})
+    """Version -> record of every release of ``package``, oldest first (empty when it is not in the snapshot)."""
+    versions, packed = _packages().get(canonical(package)) or ((), ())
+    return {text: _unpack(record) for text, record in zip(versions, packed)}
