@@ -92,11 +92,12 @@ def content_key(data: bytes) -> str:
     return "%d-%08x-%08x" % (len(data), zlib.crc32(data) & 0xFFFFFFFF, zlib.adler32(data) & 0xFFFFFFFF)
 
 
-def parsed(data: bytes, parse: Callable[[bytes], Any], kind: str = "rules") -> Any:
+def parsed(data: bytes, parse: Callable[[bytes], Any], kind: str = "rules", key: Optional[str] = None) -> Any:
     """``parse(data)`` of a file's bytes, from the cache when this exact content was parsed before by this Python
     (a TOML rule file, a JSON knowledge file); what marshal cannot keep (a TOML date) is not cached. ``kind`` names
-    what ``parse`` makes of the bytes: one file parsed two ways is two entries."""
-    digest = content_key(data)
+    what ``parse`` makes of the bytes: one file parsed two ways is two entries. ``key``: ``content_key(data)``,
+    when the caller has it already."""
+    digest = key or content_key(data)
     path = entry_path(kind, digest[-2:], "%s.py%d%d.marshal" % ((digest,) + tuple(sys.version_info[:2])))
     cached = _read(path)
     if cached is not None:
@@ -115,9 +116,9 @@ def parsed(data: bytes, parse: Callable[[bytes], Any], kind: str = "rules") -> A
     return result
 
 
-def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]]) -> Dict[str, Any]:
+def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]], key: Optional[str] = None) -> Dict[str, Any]:
     """``parse(text)`` of a rule file's bytes, from the cache when this exact content was parsed before."""
-    return parsed(data, lambda raw: parse(raw.decode("utf-8")), "rules")
+    return parsed(data, lambda raw: parse(raw.decode("utf-8")), "rules", key)
 
 
 _VALIDATED = "validated/2"

@@ -6,14 +6,18 @@ leave it out); a name the file does not list has no datasheet here, and nothing 
 (an "H100" could be the SXM or the PCIe card, whose figures differ).
 """
 
+from __future__ import annotations
+
 import os
-from typing import Dict, NamedTuple, Optional
+from typing import Dict, Optional
+
+from preflight.records import Record
 
 DATA_FILE = os.path.join("knowledge", "gpu-datasheets.toml")
 KEYS = ("model", "names", "fp16_tflops", "memory_gbs", "source")
 
 
-class Datasheet(NamedTuple):
+class Datasheet(Record):
     model: str
     fp16_tflops: float
     memory_gbs: float

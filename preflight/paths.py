@@ -17,11 +17,13 @@ final name in it; the caller opens the folder once and works relative to it (``o
 temporaries with ``O_CREAT|O_EXCL|O_NOFOLLOW`` and random names, so that nothing is followed after the check.
 """
 
+from __future__ import annotations
+
 import os
 import stat
-from typing import NamedTuple
 
 from preflight.errors import OutputError
+from preflight.records import Record
 
 MAX_LINKS = 40  # as the kernel's own limit on links in one path (ELOOP)
 
@@ -30,7 +32,7 @@ class UnsafeLink(OutputError):
     """A path goes through a link that someone else could have planted (exit 2, nothing written)."""
 
 
-class Resolved(NamedTuple):
+class Resolved(Record):
     folder: str  # a real folder: every link on the way was followed (safely)
     name: str  # the final name in it (may not exist yet; never a link that was refused)
 

@@ -9,13 +9,17 @@ value (``commands/options.py``) and ``config show`` are all built from
 ``SETTINGS``; adding a setting is adding one entry here.
 """
 
+from __future__ import annotations
+
 import math
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from preflight.records import Record
 
 MAX_TIMEOUT = 3600
 
 
-class Setting(NamedTuple):
+class Setting(Record):
     key: str  # in the site configuration: expect_gpus = 8
     field: str  # in CheckOptions
     flag: str  # on the command line: --expect-gpus

@@ -13,11 +13,14 @@ A bad file is the user's error (exit 2) naming the file, the line and the key:
 a site's mistake must never turn into a wrong verdict.
 """
 
+from __future__ import annotations
+
 import os
 import re
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from preflight.errors import PreflightError
+from preflight.records import Record
 from preflight.settings import SETTINGS as DECLARED
 from preflight.toml_entries import Entry
 
@@ -85,7 +88,7 @@ def permission_problem(path: str) -> Optional[str]:
     return None
 
 
-class Origin(NamedTuple):
+class Origin(Record):
     """Where a setting came from: ``built-in default``, ``command line``, or a place in the file."""
 
     text: str  # "config.toml:9 [[match]] 1", "built-in default"
@@ -97,7 +100,7 @@ DEFAULT = Origin("built-in default")
 COMMAND_LINE = Origin("command line")
 
 
-class Section(NamedTuple):
+class Section(Record):
     """``[defaults]`` or one ``[[match]]``: its settings, its selectors, and where it is in the file."""
 
     name: str  # "[defaults]" or "[[match]] 2"
@@ -113,7 +116,7 @@ class Section(NamedTuple):
                       "%s%s" % (os.path.basename(path), ":%d" % line if line else ""))
 
 
-class Config(NamedTuple):
+class Config(Record):
     path: Optional[str]
     sections: Tuple[Section, ...]
 
@@ -122,7 +125,7 @@ class Config(NamedTuple):
         return [(section, explain(section, target)) for section in self.sections]
 
 
-class Target(NamedTuple):
+class Target(Record):
     """What a [[match]] is matched against; None: not known here (a selector on it cannot match)."""
 
     host: str
@@ -270,7 +273,7 @@ def needs_gpus(config: Config) -> bool:
     return any("gpus" in section.selectors for section in config.sections)
 
 
-class Effective(NamedTuple):
+class Effective(Record):
     """The settings in effect, each with its origin; ``set`` and ``rules`` keep one origin per item."""
 
     values: Dict[str, Any]

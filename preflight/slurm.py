@@ -24,14 +24,17 @@ Every scontrol call has a timeout; a missing, failing or hanging scontrol is
 reported (exit 4), never waited on forever.
 """
 
+from __future__ import annotations
+
 import os
 import re
 import socket
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from preflight.errors import ExitCode, PreflightError
 from preflight.probes import process
 from preflight.engine.evaluate import Result
+from preflight.records import Record
 from preflight.report import Report, one_line
 
 REASON_PREFIX = "preflight:"
@@ -127,7 +130,7 @@ class Scontrol:
         self.run("update", "NodeName=%s" % name, "State=RESUME")
 
 
-class NodeInfo(NamedTuple):
+class NodeInfo(Record):
     """One node as ``scontrol show node`` describes it."""
 
     name: str
@@ -273,7 +276,7 @@ class DrainRecord:
         cache.write_json(self.path, self.drains)
 
 
-class Decision(NamedTuple):
+class Decision(Record):
     """What to do to a node (``resume``, ``drain`` with ``reason``, or ``none``), as done and as planned."""
 
     action: str

@@ -10,10 +10,13 @@ the last torch for an old GPU, a newer Python), instead of naming an index
 that cannot work.
 """
 
+from __future__ import annotations
+
 import os
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from preflight import knowledge
+from preflight.records import Record
 
 Version = Tuple[int, int]
 INDEX = "https://download.pytorch.org/whl/"
@@ -23,7 +26,7 @@ DATA_FILE = os.path.join("knowledge", "pytorch-wheels.toml")
 PLATFORM = "linux_x86_64"  # the one platform the data records; fixes for others point to pytorch.org
 
 
-class Variant(NamedTuple):
+class Variant(Record):
     tag: str  # cu126
     cuda: Version
     releases: Tuple[Version, ...]  # the torch minor releases the index holds, as listed in the data
@@ -46,13 +49,13 @@ class Variant(NamedTuple):
         return INDEX + self.tag
 
 
-class Release(NamedTuple):
+class Release(Record):
     torch: Version
     torchvision: Optional[str]  # "0.29"; None while no torchvision is released for it
     pythons: Tuple[Version, ...]  # CPython versions with Linux x86_64 wheels
 
 
-class Archived(NamedTuple):
+class Archived(Record):
     """The newest build for an old CUDA release that no index holds any more (pytorch.org's previous versions)."""
 
     cuda: Version
@@ -67,7 +70,7 @@ class Archived(NamedTuple):
         return "python -m pip install torch==%s torchvision==%s%s" % (self.torch, self.torchvision, links)
 
 
-class Catalog(NamedTuple):
+class Catalog(Record):
     releases: Dict[Version, Release]
     variants: Tuple[Variant, ...]
     archived: Tuple[Archived, ...] = ()
@@ -89,7 +92,7 @@ class Catalog(NamedTuple):
         return [torch for torch in variant.releases if python is None or python in self.releases[torch].pythons]
 
 
-class Choice(NamedTuple):
+class Choice(Record):
     """A torch to install: ``pins`` for pip and the index that holds them."""
 
     variant: Variant
@@ -112,7 +115,7 @@ class Choice(NamedTuple):
         return "'torch==%s.*' 'torchvision==%s.*'" % (self.torch_text, self.torchvision)
 
 
-class NoChoice(NamedTuple):
+class NoChoice(Record):
     """Nothing installable runs here: why, and the way out."""
 
     reason: str

@@ -74,19 +74,17 @@ def format_gpu_memory(value: int) -> str:
     return "%s (%d MiB)" % (format_bytes(value), value // 2**20)
 
 
-_DURATION = r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$"
-
-
 MAX_DURATION = 7 * 86400.0
 
 
 def parse_duration(text) -> float:
     """``"30s"``, ``"5m"``, ``"1h"``, ``"250ms"`` or plain seconds -> seconds (at most a week)."""
-    match = re.match(_DURATION, str(text))
-    if not match:
+    match = re.match(_SIZE, str(text))  # a number and letters, as a size is written: one pattern to compile
+    per_unit = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "": 1}
+    if not match or match.group(2) not in per_unit:
         raise ValueError("expected a duration such as 30s, 5m or 1h, got %r" % (text,))
     number, unit = match.groups()
-    seconds = float(number) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[unit]
+    seconds = float(number) * per_unit[unit]
     if seconds > MAX_DURATION:
         raise ValueError("%r is longer than a week; give a shorter duration" % (text,))
     return seconds

@@ -4,14 +4,18 @@
 program's own fault: listed, never a node failure). Unknown Xids count as "watch".
 """
 
+from __future__ import annotations
+
 import os
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, Optional
+
+from preflight.records import Record
 
 DATA_FILE = os.path.join("knowledge", "xid.toml")
 KINDS = ("node", "watch", "application")
 
 
-class Xid(NamedTuple):
+class Xid(Record):
     id: int
     name: str
     kind: str

@@ -242,9 +242,13 @@ def test_plain_requirements_agree_with_packaging(specifier, version):
 
     from preflight import requirement
 
+    from preflight import versions
+
     parsed = requirement.parse(specifier)
     assert parsed.full is None  # plain clauses: checked without packaging.specifiers
-    assert parsed.contains(Version(version)) == SpecifierSet(specifier).contains(Version(version), prereleases=True)
+    expected = SpecifierSet(specifier).contains(Version(version), prereleases=True)
+    assert parsed.contains(Version(version)) == expected
+    assert parsed.contains(versions.parse(version)) == expected  # a plain or post release: no packaging at all
 
 
 def test_other_requirements_go_to_packaging():
@@ -252,6 +256,10 @@ def test_other_requirements_go_to_packaging():
 
     assert requirement.parse("~=2.3").contains(Version("2.5")) and not requirement.parse("~=2.3").contains(Version("3.0"))
     assert requirement.parse("==2.*").contains(Version("2.7.1"))
+    from preflight import versions
+
+    assert requirement.parse("==2.*").contains(versions.parse("2.7.1.post3"))
+    assert not requirement.parse("!=3.0.*").contains(versions.parse("3.0.post1"))
     with pytest.raises(ValueError, match="is not a version specifier"):
         requirement.parse("<<2")
 
@@ -263,7 +271,9 @@ from hypothesis import strategies as st
 
 _RELEASES = st.lists(st.integers(0, 999), min_size=1, max_size=4).map(lambda parts: ".".join(map(str, parts)))
 _ANY_VERSION = st.one_of(_RELEASES, _RELEASES.map(lambda r: r + "+cu124"), _RELEASES.map(lambda r: r + "rc1"),
-                         st.sampled_from(["535.104.05", "12.0", "12", "2.5.1+cu124", "1.0.post1"]))
+                         _RELEASES.map(lambda r: r + ".post3"), _RELEASES.map(lambda r: r + ".post0"),
+                         st.sampled_from(["535.104.05", "12.0", "12", "2.5.1+cu124", "1.0.post1", "1.0-1",
+                                          "0.1.1.post2209072238", "1.0.post1+x", "1.0.post1.dev2"]))
 
 
 @settings(max_examples=300, deadline=None)
@@ -280,13 +290,18 @@ def test_versions_order_as_pep_440_does(a, b):
         assert compare(versions.parse(a), versions.parse(b)) is expected, (a, b, compare)
         assert compare(versions.parse(a), Version(b)) is expected and compare(Version(a), versions.parse(b)) is expected
     assert str(versions.parse(a)) == str(Version(a))
+    for attribute in ("is_prerelease", "is_postrelease", "local", "public", "base_version"):
+        assert getattr(versions.parse(a), attribute) == getattr(Version(a), attribute), (a, attribute)
 
 
-def test_a_plain_release_is_read_without_packaging():
+def test_a_plain_release_or_post_release_is_read_and_checked_without_packaging():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom preflight import versions\nassert versions.parse('580.95.05') > versions.parse('535')\n"
+    code = ("import sys\nfrom preflight import requirement, versions\n"
+            "assert versions.parse('580.95.05') > versions.parse('535')\n"
+            "assert requirement.parse('>0.1,<2.4').contains(versions.parse('0.1.1.post2209072238'))\n"
+            "assert not requirement.parse('>0.1.1').contains(versions.parse('0.1.1.post2209072238'))\n"
             "print('packaging' in sys.modules)")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert completed.stdout.strip() == "False", completed.stderr

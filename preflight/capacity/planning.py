@@ -1,12 +1,15 @@
 """A plan: one workload against GPUs, one row per GPU (the table ``preflight plan`` prints and writes as
 preflight.plan/1). The rows are made by commands/plan.py; this module holds their shape."""
 
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
 
 from preflight.capacity import estimate
+from preflight.records import Record
 
 
-class Row(NamedTuple):
+class Row(Record):
     name: str
     source: str
     subject: str
@@ -35,7 +38,7 @@ class Row(NamedTuple):
                 "max_batch": self.max_batch, "max_batch_tight": self.max_batch_tight}
 
 
-class Plan(NamedTuple):
+class Plan(Record):
     request: Dict[str, Any]
     batch: int  # per GPU: the total --batch split over ``gpus`` as DDP splits it
     rows: List[Row]

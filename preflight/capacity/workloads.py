@@ -30,7 +30,11 @@ current Colab, 14931 on AWS, 15102 on older drivers), judged by the lowest.
 Without it the usable memory is estimated at ESTIMATED_USABLE of the total.
 """
 
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from preflight.records import Record
 
 PRECISIONS = {"train": ("amp", "fp32"), "inference": ("fp16", "fp32")}
 # Bytes of optimizer state per parameter (FP32 buffers): SGD with momentum keeps one, Adam and AdamW two.
@@ -41,7 +45,7 @@ ECC_STATES = ("on", "off", "none")  # none: the card has no ECC (GeForce); HBM's
 ESTIMATED_USABLE = 0.97
 
 
-class Estimate(NamedTuple):
+class Estimate(Record):
     task: str
     precision: str
     fixed_bytes: int
@@ -52,7 +56,7 @@ class Estimate(NamedTuple):
     validation_per_image_bytes: int = 0  # training: what each validation image adds to the run's peak
 
 
-class Workload(NamedTuple):
+class Workload(Record):
     id: str
     title: str
     parameters: Optional[int]
@@ -66,7 +70,7 @@ class Workload(NamedTuple):
     train_script: str = "train_dual.py"  # what trains it in WongKinYiu/yolov9 (GELAN: train.py)
 
 
-class GpuModel(NamedTuple):
+class GpuModel(Record):
     id: str
     name: str
     memory_mib: int

@@ -1,11 +1,14 @@
 """The options values commands take: immutable, built once by the CLI (or by tests), checked when built."""
 
-from typing import FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple
+from __future__ import annotations
+
+from typing import FrozenSet, Iterable, Optional, Sequence, Tuple
 
 from preflight.errors import PreflightError
+from preflight.records import Record
 from preflight.settings import SETTINGS
 
-class _Workload(NamedTuple):
+class _Workload(Record):
     workload: str
     task: str
     batch: Optional[int]
@@ -44,7 +47,7 @@ class WorkloadOptions(_Workload):
                                max_objects, source)
 
 
-class SmokeOptions(NamedTuple):
+class SmokeOptions(Record):
     """What ``preflight smoke`` (and ``check --smoke``) runs in the job's interpreter: on which device kind and
     GPUs, how much of the free memory the memory test takes, and the workload to measure (with the checkout)."""
 
@@ -68,7 +71,7 @@ class SmokeOptions(NamedTuple):
         return request
 
 
-class _Check(NamedTuple):
+class _Check(Record):
     profile: str
     rules_paths: Tuple[str, ...]
     select: Tuple[str, ...]
@@ -129,13 +132,13 @@ class CheckOptions(_Check):
                                kernel_log, command, facts_from, fit_labels, smoke)
 
     def replace(self, **changes) -> "CheckOptions":
-        """A copy with some fields changed, checked like a new one (NamedTuple._replace would skip the checks)."""
+        """A copy with some fields changed, checked like a new one (_replace would skip the checks)."""
         values = self._asdict()
         values.update(changes)
         return CheckOptions(**values)
 
 
-class OutputOptions(NamedTuple):
+class OutputOptions(Record):
     """Where and how a command's result is shown: --format, --output, --quiet, --color, --expires-in."""
 
     format: str = "text"

@@ -12,14 +12,17 @@ plan use ``prepare`` for their rules and site settings. A second copy of any
 of these steps is a verdict waiting to disagree.
 """
 
+from __future__ import annotations
+
 import os
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from preflight.commands import common, site
 from preflight.commands.options import CheckOptions
 from preflight.errors import PreflightError
 from preflight.facts.view import Context
+from preflight.records import Record
 
 if TYPE_CHECKING:
     from preflight import site_config
@@ -32,7 +35,7 @@ class NoRulesLeft(PreflightError):
     """The selection leaves no rule to check: a verdict needs rules (an empty check would pass anything)."""
 
 
-class Prepared(NamedTuple):
+class Prepared(Record):
     """What to check and how, settled once: the options in effect, how the site configuration contributed, the
     rules, the sized workload, and the Slurm node being admitted."""
 

@@ -1,10 +1,13 @@
 """The site configuration applied to a command's options: what the file says here, under what the command line says."""
 
+from __future__ import annotations
+
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from preflight.commands.options import CheckOptions
 from preflight.errors import PreflightError
+from preflight.records import Record
 from preflight.settings import SETTINGS
 
 if TYPE_CHECKING:
@@ -17,7 +20,7 @@ ENVIRONMENT_VARIABLE = "PREFLIGHT_CONFIG"
 
 
 
-class Applied(NamedTuple):
+class Applied(Record):
     """The options to run with, how the configuration contributed, and NVML facts probed to match ``gpus``."""
 
     options: CheckOptions

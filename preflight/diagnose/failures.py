@@ -33,8 +33,10 @@ Named groups become template values (``(?P<gpu_sm>sm_\\d+)`` fills
 turns ``couldn't`` into ``couldn‘t``) and markdown emphasis around a pasted line.
 """
 
+from __future__ import annotations
+
 import re
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, Optional
 
 from preflight.engine.fields import EntryReader, entry_reader
 from preflight.errors import close_matches
@@ -42,6 +44,7 @@ from preflight.engine.fix import Fix
 from preflight.engine.loader import RuleSet
 from preflight.engine.placeholders import CLUE_VALUES, RUN_PREFIX, all_placeholders
 from preflight.facts.registry import REGISTRY
+from preflight.records import Record
 
 _KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",
          "defaults", "examples", "source", "only_with"}
@@ -67,7 +70,7 @@ def normalize_bytes(data: bytes) -> bytes:
     return data
 
 
-class Pattern(NamedTuple):
+class Pattern(Record):
     anchor: str
     regex: Optional["re.Pattern[str]"]
 
@@ -89,7 +92,7 @@ class Pattern(NamedTuple):
         return {k: v for k, v in found.groupdict().items() if v is not None}
 
 
-class Failure(NamedTuple):
+class Failure(Record):
     id: str
     title: str
     priority: int
@@ -206,7 +209,7 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) ->
                    dict(values), dict(defaults), examples, entry.string("source"), path, entry.string_list("only_with"))
 
 
-class Clue(NamedTuple):
+class Clue(Record):
     """Something a log says about its run: its patterns' named groups are values, and ``set`` the values a match
     implies (a Windows path says os = windows); not a problem."""
 

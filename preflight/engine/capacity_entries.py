@@ -13,7 +13,7 @@ from preflight.engine.fields import EntryReader, entry_reader
 if TYPE_CHECKING:
     from preflight.engine.loader import RuleSet
 
-_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_ID = r"^[a-z0-9][a-z0-9._-]*$"  # compiled at its first use
 _WORKLOAD_KEYS = {"id", "title", "parameters", "measured_on", "source", "margin", "reference_imgsz", "estimate",
                   "optimizer", "train_script"}
 _ESTIMATE_KEYS = {"task", "precision", "fixed_bytes", "per_image_bytes", "measured_batches", "measured_imgsz",

@@ -8,18 +8,21 @@ fail, and describes what it expects in words.
 Two-tier thresholds: below ``min`` fails, below ``recommended`` warns.
 """
 
+from __future__ import annotations
+
 import math
 import re
 from types import MappingProxyType
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from preflight import units, versions
+from preflight.records import Record
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
 MAX_PATTERN_TEXT = 4096  # characters of a fact a 'pattern' rule looks at
 
 
-class Verdict(NamedTuple):
+class Verdict(Record):
     """A comparison's answer: the status, the observed value in words, and values for messages and fixes."""
 
     status: str
@@ -72,7 +75,7 @@ def text_of(parsed: Any) -> str:
     return value_text(parsed)
 
 
-class Param(NamedTuple):
+class Param(Record):
     parse: Callable[[Any], Any]
     description: str
 
@@ -390,12 +393,12 @@ class ExcludesComparison(Comparison):
 
 # --- packages --------------------------------------------------------------------
 
-# Patterns as text, compiled (and cached by re) at their first use: compiling costs start-up time.
-_IMPORT_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
-_REQUIREMENT = r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*?)\s*$"
+def _module_name(name: str) -> bool:
+    """Whether ``name`` is a dotted name of ASCII identifiers (a.b.c), as ``import`` takes it."""
+    return name.isascii() and all(part.isidentifier() for part in name.split("."))
 
 
-class PackageSpec(NamedTuple):
+class PackageSpec(Record):
     """One package a rule needs: how to find it and how to install it."""
 
     name: str
@@ -410,21 +413,23 @@ class PackageSpec(NamedTuple):
 
 
 def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> PackageSpec:
-    match = re.match(_REQUIREMENT, text)
-    if not match:
+    from preflight.requirement import parse, words
+
+    try:
+        name, extras, spec_text = words(text)
+    except ValueError:
         raise ValueError("%r is not a package name (optionally with a version such as numpy>=1.18)" % (text,))
-    name, spec_text = match.groups()
+    if extras:
+        raise ValueError("%r: extras (%s) are not checked; name the package and its version only" % (text, extras))
     specifier = None
     if spec_text:
-        from preflight.requirement import parse
-
         try:
             specifier = parse(spec_text)
         except ValueError:
             raise ValueError("%r: %r is not a version specifier" % (text, spec_text))
     info = known.get(name, {})
     import_name = info.get("import") or name.lower().replace("-", "_")
-    if not isinstance(import_name, str) or not re.match(_IMPORT_NAME, import_name):
+    if not isinstance(import_name, str) or not _module_name(import_name):
         raise ValueError("%r: the module to look for, %r, is not a Python module name (a.b.c); set packages.%s.import"
                          % (text, import_name, name))
     dists = list(info.get("dists") or [name])
@@ -492,12 +497,10 @@ class PresentComparison(Comparison):
             return "absent", "%s is missing" % spec.name
         version = found.get("version")
         if spec.specifier is not None and version is not None:
-            from packaging.version import InvalidVersion, Version
-
             try:
-                if not spec.specifier.contains(Version(version)):
+                if not spec.specifier.contains(versions.parse(version)):
                     return "mismatched", "%s %s does not satisfy %s" % (spec.name, version, spec.specifier)
-            except InvalidVersion:
+            except versions.InvalidVersion:
                 return None
         return None
 

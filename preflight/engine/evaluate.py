@@ -1,19 +1,22 @@
 """Evaluate chosen rules against a facts snapshot: pure code, no probing."""
 
+from __future__ import annotations
+
 from types import MappingProxyType
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
+from typing import Any, Dict, List, Mapping, Optional, Set
 
 from preflight.engine import template
 from preflight.engine.compare import ERROR, FAIL, PASS, WARN, value_text
 from preflight.engine.model import ResolvedRule
 from preflight.facts.conditions import CONDITIONS
 from preflight.facts.view import NO_CONTEXT, Context, SnapshotView, Unknown
+from preflight.records import Record
 
 SKIP = "skip"
 STATUSES = (PASS, FAIL, WARN, SKIP, ERROR)
 
 
-class Result(NamedTuple):
+class Result(Record):
     """One rule's verdict on one subject (the system, or one GPU), with its message and fix."""
 
     rule: ResolvedRule

@@ -187,9 +187,10 @@ def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
         return RuleFileError(path, message[len(path):].lstrip(": ") or message, hint=hint)
 
     raw = input_files.read_bytes(path, path, error, limit=RULE_FILE_LIMIT)
-    ruleset.contents.append("%s %s" % (path, cache.content_key(raw)))
+    key = cache.content_key(raw)
+    ruleset.contents.append("%s %s" % (path, key))
     try:
-        data = cache.parsed_toml(raw, parse_toml)
+        data = cache.parsed_toml(raw, parse_toml, key)
     except UnicodeDecodeError as exc:
         raise RuleFileError(path, "not UTF-8 text (%s)" % exc)
     except ValueError as exc:

@@ -1,17 +1,20 @@
 """Rules, as loaded from rule files."""
 
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from preflight.engine.compare import Comparison, text_of, value_text
 from preflight.engine.fix import Fix
 from preflight.facts.registry import Fact
+from preflight.records import Record
 
 SEVERITIES = ("error", "warning", "info")
 PROFILES = ("train", "inference", "node")
 DEFAULT_FIX_ORDER = 1000  # a rule that does not say comes after the default rules, in report order
 
 
-class WarnOnly(NamedTuple):
+class WarnOnly(Record):
     """``[rule.warn_only]``: in these profiles a failure only warns while ``fact`` is one of ``values``
     (the site minimum for the driver, when the environment's torch runs on this driver anyway)."""
 
@@ -21,7 +24,7 @@ class WarnOnly(NamedTuple):
     message: str
 
 
-class Rule(NamedTuple):
+class Rule(Record):
     id: str
     title: str
     severity: str
@@ -86,7 +89,7 @@ class Rule(NamedTuple):
         return self.fix
 
 
-class ResolvedRule(NamedTuple):
+class ResolvedRule(Record):
     """A rule as it applies in one run: one profile, its thresholds parsed, ``--set`` applied. Immutable.
 
     Evaluation, ``explain``, the docs and planning read this; nothing re-merges

@@ -1,13 +1,16 @@
 """The conditions a rule can require (``when = [...]``, and those its fact implies): each says why a rule does
 not apply here (the rule is skipped), or None when it does."""
 
-from typing import Callable, Dict, NamedTuple, Optional, Tuple
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional, Tuple
 
 from preflight.facts import derived, smoke
 from preflight.facts.view import SnapshotView, Unknown
+from preflight.records import Record
 
 
-class Condition(NamedTuple):
+class Condition(Record):
     """A named precondition of a rule; ``check`` returns None when it holds, else the reason."""
 
     name: str

@@ -11,17 +11,20 @@ GPU fact is moot on a node that is not meant to have GPUs (``gpu_node``).
 Adding a fact here is all it takes for rule files to use it.
 """
 
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
 
 from preflight.facts import derived, node_health, smoke
 from preflight.facts import readers as read
 from preflight.facts.readers import PYTHON_DETAILS, WHEEL_DETAILS, Compute
 from preflight.facts.view import SnapshotView, Unknown
+from preflight.records import Record
 
 KINDS = ("version", "number", "bytes", "bool", "string", "enum", "list", "packages")
 
 
-class Fact(NamedTuple):
+class Fact(Record):
     path: str
     kind: str
     description: str

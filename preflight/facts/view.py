@@ -6,14 +6,18 @@ travels beside it in a ``Context``: nothing is written into a snapshot, so a
 file saved on a node and read by ``fleet`` carries nothing to scrub.
 """
 
-from typing import Any, Dict, List, NamedTuple, Optional
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from preflight.records import Record
 
 
 class Unknown(Exception):
     """A fact that could not be known; the message says why."""
 
 
-class Context(NamedTuple):
+class Context(Record):
     """The requests and expectations a run brings to evaluation.
 
     ``workload``: the sized workload of ``--workload`` (split over the visible GPUs), or None.

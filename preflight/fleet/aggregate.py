@@ -5,8 +5,12 @@ its inventory; only a small record per node is kept (its problems, its drift val
 differences from the baseline), so tens of thousands of nodes fit in memory while their files do not need to.
 """
 
+from __future__ import annotations
+
 from collections import Counter, OrderedDict
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
+
+from preflight.records import Record
 
 SCHEMA = "preflight.fleet/1"
 DRIFT_KEYS = ("driver", "cuda", "gpu_model", "gpu_count", "torch", "python")
@@ -16,7 +20,7 @@ PROBLEM = ("fail", "warn", "error")
 MAX_NAMES = 50  # nodes named per failure or drift value in the text formats; the JSON and CSV name them all
 
 
-class Problem(NamedTuple):
+class Problem(Record):
     rule: str
     subject: str
     status: str
@@ -26,7 +30,7 @@ class Problem(NamedTuple):
     caused_by: str = ""  # the rule failing on the same subject that made this one unknown (a lost GPU)
 
 
-class Node(NamedTuple):
+class Node(Record):
     name: str
     source: str
     state: str  # ok, warnings, failing

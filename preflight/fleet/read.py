@@ -9,23 +9,27 @@ with the files' sizes. A file or URL that cannot be read, is not JSON, or is nei
 entry, never an exception.
 """
 
+from __future__ import annotations
+
 import gzip
 import json
 import os
 import stat
 import sys
-from typing import Any, Dict, Iterator, List, NamedTuple, Sequence, Union
+from typing import Any, Dict, Iterator, List, Sequence, Union
+
+from preflight.records import Record
 
 MAX_FILE_BYTES = 64 << 20  # a facts snapshot is tens of kilobytes; anything this large is not one
 
 
-class Document(NamedTuple):
+class Document(Record):
     path: str
     kind: str  # "report" or "facts"
     data: Dict[str, Any]
 
 
-class Unreadable(NamedTuple):
+class Unreadable(Record):
     path: str
     reason: str
 

@@ -1,16 +1,19 @@
 """preflight fleet for people (text, markdown, html) and programs (json: preflight.fleet/1, csv: a row per node)."""
 
+from __future__ import annotations
+
 import csv
 import io
 import time
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, Optional
 
 from preflight.fleet.aggregate import DRIFT_KEYS, DRIFT_WORDS, MAX_NAMES, SCHEMA, Fleet
 from preflight.fleet.hostlist import fold
+from preflight.records import Record
 from preflight.render.blocks import csv_cell, markdown_text, printable, width, wrap
 
 
-class FleetView(NamedTuple):
+class FleetView(Record):
     """What fleet renders: the fleet, and with --baseline the baseline's name and how each node differs from it."""
 
     fleet: Fleet

@@ -2,12 +2,15 @@
 (``preflight explain``), and the reference page docs/rules.md, all from the
 same loaded rule files."""
 
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
 
 from preflight.engine.fix import Fix
 from preflight.engine.model import Rule
 from preflight.facts.conditions import CONDITIONS
 from preflight.facts.registry import REGISTRY
+from preflight.records import Record
 
 
 def _params_text(rule: Rule, profile: Optional[str]) -> str:
@@ -55,7 +58,7 @@ def _fix_json(fix: Fix, values: Dict[str, Any]) -> Dict[str, Any]:
     return dict(fix.render(_common_case(values)), id=fix.id)
 
 
-class RuleList(NamedTuple):
+class RuleList(Record):
     """What ``preflight rules`` renders: the rules of a profile (and, for the reference page, the known failures)."""
 
     rules: List[Rule]

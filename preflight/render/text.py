@@ -1,15 +1,18 @@
 """The report for people: one line per result (identical passing GPUs share one), the fix under each failure,
 a "fix first" list, a summary; wrapped to the terminal's width."""
 
-from typing import List, NamedTuple, Tuple
+from __future__ import annotations
+
+from typing import List, Tuple
 
 from preflight import __version__
 from preflight.engine.evaluate import Result
+from preflight.records import Record
 from preflight.report import Report, blocks
 from preflight.render.blocks import COLORS, LABELS, fix_lines, paint, width, wrap
 
 
-class Line(NamedTuple):
+class Line(Record):
     result: Result
     subject: str
     message: str
