@@ -303,6 +303,28 @@ def torchvision_for(torch: Version) -> Optional[str]:
     return release.torchvision if release else None
 
 
+def paired_torchvision(torch_version: Optional[str], torch_cuda: Optional[str],
+                       python: Optional[str] = None) -> Dict[str, Optional[str]]:
+    """What installs the torchvision built for an installed CUDA torch (``2.11.0+cu130``, CUDA ``13.0``):
+    {torchvision_pins, torchvision_index_url} from the torch's own index, or {torchvision_unpaired} saying why
+    no command can be given (no torchvision for that torch in the data, or its index holds no wheel for
+    ``python``). torch is pinned beside it to its installed minor release, which the installed build meets: pip
+    keeps that torch, and cannot resolve the torchvision to one that needs another."""
+    torch = knowledge.parse_major_minor((torch_version or "").split("+")[0])
+    cuda = knowledge.parse_major_minor(torch_cuda)
+    paired = torchvision_for(torch) if torch else None
+    tag = "cu%d%d" % cuda if cuda else None
+    if paired and tag and available(tag, torch, knowledge.parse_major_minor(python)):
+        return {"torchvision_pins": "'torch==%d.%d.*' 'torchvision==%s.*'" % (torch + (paired,)),
+                "torchvision_index_url": INDEX + tag,
+                "torchvision_unpaired": None}
+    return {"torchvision_pins": None, "torchvision_index_url": None,
+            "torchvision_unpaired": "preflight's wheel data holds no torchvision for torch %s (CUDA %s) on this "
+                                    "Python: install the one PyTorch pairs with it "
+                                    "(https://pytorch.org/get-started/previous-versions/)"
+                                    % (torch_version or "?", torch_cuda or "?")}
+
+
 def archived_for(driver_cuda: Optional[str], python: Optional[str] = None) -> Optional[Archived]:
     """The newest archived build a driver that supports CUDA ``driver_cuda`` at most runs, for ``python`` (any
     when unknown); None when an index above holds one (choose() names it) or nothing fits."""

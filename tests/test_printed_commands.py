@@ -221,6 +221,59 @@ def test_the_rendered_commands_cover_the_pins_users_meet(tmp_path, environments)
         assert ("getbbox" in steps) is (not pillow)
 
 
+def test_a_missing_torchvision_next_to_a_cuda_torch_gets_the_one_built_for_it(tmp_path):
+    """torch.cuda passes (its fix, which installs the pair, is not shown), so python.packages names the torchvision
+    built for the installed torch, from that torch's index, on every Python: a command that can succeed, or why
+    there is none; never a pointer to a fix that is not printed."""
+    from conftest import FakeEnvironment
+
+    commands = 0
+    for version, cuda in [build for build in TORCH_BUILDS if build and build[1]]:
+        env = FakeEnvironment(tmp_path / version / "venv")
+        env.add_yolov9_packages(skip=("torchvision",))
+        env.add_torch(version=version, cuda=cuda, arch_flags="sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90")
+        tag = "cu" + cuda.replace(".", "")
+        for python in PYTHONS:
+            report = json.loads(run_cli("check", "--format", "json", "--nvml-fixture", nvml_fixture("h200-driver580.json"),
+                                        "--python", as_python(tmp_path, env.python, python),
+                                        "--select", "python.packages,torch.cuda").stdout)
+            results = {result["id"]: result for result in report["results"]}
+            assert results["torch.cuda"]["status"] == "pass"
+            fix = results["python.packages"]["fix"]
+            steps = " ".join(fix["steps"])
+            assert "the fix of torch.cuda" not in steps, steps
+            paired = [c for c in fix["commands"] if "torchvision" in c]
+            if paired:
+                commands += 1
+                assert paired[0].endswith("--index-url https://download.pytorch.org/whl/%s" % tag), paired
+                assert not problems(paired[0], python), (version, python, paired[0], problems(paired[0], python))
+            else:
+                assert "holds no torchvision for torch %s" % version in steps, steps
+    assert commands >= 10, commands
+
+
+def test_an_installed_by_naming_no_rule_is_refused(tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text('''[[rule]]
+id = "site.packages"
+title = "packages"
+severity = "error"
+profiles = ["train"]
+fact = "python.packages"
+compare = "present"
+required = ["torchvision"]
+fix = "python-packages"
+why = "w"
+source = "s"
+
+[rule.packages.torchvision]
+installed_by = "torch.build"
+''')
+    completed = run_cli("rules", "--rules", str(rules))
+    assert completed.returncode == 2 and "packages.torchvision.installed_by names 'torch.build', which is not a rule" \
+        in completed.stderr, completed.stderr
+
+
 # --- every diagnose fix -----------------------------------------------------------------------------------
 
 def test_every_diagnose_fix_prints_commands_that_can_succeed(tmp_path):

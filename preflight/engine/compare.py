@@ -406,7 +406,7 @@ class PackageSpec(Record):
     dists: List[str]
     pip: str
     specifier: Any = None
-    installed_by: str = ""  # a rule whose fix installs this package (torch with its torchvision: torch.build)
+    installed_by: str = ""  # a rule whose fix installs this package when it fails (torch and torchvision: torch.cuda)
 
     def probe_request(self) -> Dict[str, Any]:
         return {"name": self.name, "import": self.import_name, "dists": self.dists}
@@ -435,6 +435,16 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
     dists = list(info.get("dists") or [name])
     pip = info.get("pip") or name + (spec_text or "")
     return PackageSpec(name, import_name, dists, pip, specifier, info.get("installed_by") or "")
+
+
+def _installed_elsewhere(specs: List[PackageSpec]) -> Optional[str]:
+    """``torch and torchvision: the fix of torch.cuda installs them (...)``, one clause per installing rule."""
+    by_rule: Dict[str, List[str]] = {}
+    for spec in specs:
+        by_rule.setdefault(spec.installed_by, []).append(spec.name)
+    return "; ".join("%s: the fix of %s installs %s (the build that runs here)"
+                     % (" and ".join(names), rule, "them" if len(names) > 1 else "it")
+                     for rule, names in by_rule.items()) or None
 
 
 _PACKAGE_KEYS = {"import", "dists", "pip", "installed_by"}
@@ -526,8 +536,7 @@ class PresentComparison(Comparison):
             "missing": ", ".join(s.name for s, (kind, _) in bad_required + told if kind == "absent") or None,
             "mismatched": "; ".join(words for _, (kind, words) in missing if kind == "mismatched") or None,
             "missing_pip": " ".join(_shell_quote(s.pip) for s, _ in missing if not s.installed_by) or None,
-            "installed_by": "; ".join("%s: the fix of %s installs it (the build that runs here)" % (s.name, s.installed_by)
-                                      for s in elsewhere) or None,
+            "installed_by": _installed_elsewhere(elsewhere),
             "missing_required": ", ".join(s.name for s, _ in bad_required) or "none",
             "missing_recommended": ", ".join(s.name for s, _ in told) or "none",
             "optional": ", ".join(s.name for s, _ in told) or None,

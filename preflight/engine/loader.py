@@ -108,6 +108,11 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
             if other not in ruleset.rules:
                 raise RuleFileError(rule.origin, "'answers' names '%s', which is not a rule%s"
                                     % (other, close_matches(other, ruleset.rules)), rule.id)
+        for package, info in (rule.raw_params.get("packages") or {}).items():
+            other = info.get("installed_by") if isinstance(info, dict) else None
+            if other and other not in ruleset.rules:
+                raise RuleFileError(rule.origin, "packages.%s.installed_by names '%s', which is not a rule%s"
+                                    % (package, other, close_matches(other, ruleset.rules)), rule.id)
     for files in layers:
         ruleset.files.extend(files)
     if not ruleset.trusted:

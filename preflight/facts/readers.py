@@ -367,8 +367,21 @@ def conda_env_name(facts: SnapshotView, gpu) -> Tuple[Any, Dict[str, Any]]:
     return path("conda", "env_name")(python), {"conda_prefix": path("conda", "prefix")(python) or "?"}
 
 
+PAIRED_TORCHVISION = ("torchvision_pins", "torchvision_index_url", "torchvision_unpaired")
+
+
 def packages(facts: SnapshotView, gpu) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    return facts.section("python").get("packages") or {}, python_details(facts)
+    found = facts.section("python").get("packages") or {}
+    details = python_details(facts)
+    details.update(dict.fromkeys(PAIRED_TORCHVISION))
+    torchvision, torch = found.get("torchvision"), facts.torch()
+    if torchvision is not None and not torchvision.get("importable") and derived.torch_build(torch) == "cuda":
+        # torch.cuda passes, so its fix (torch with its torchvision) is not shown: this one names the torchvision.
+        from preflight import torch_wheels
+
+        details.update(torch_wheels.paired_torchvision(torch.get("version"), torch.get("cuda"),
+                                                       details.get("python_version")))
+    return found, details
 
 
 def torch_field(key: str) -> Compute:

@@ -186,7 +186,7 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     Fact("python.conda.env_name", "string", "the conda environment in use ('base' for the root one)", ("python",),
          read.conda_env_name, details=("conda_prefix",), implies=("conda_active",)),
     Fact("python.packages", "packages", "installed version and importability of the packages a rule lists",
-         ("python", "host"), read.packages, details=PYTHON_DETAILS),
+         ("python", "host"), read.packages, details=PYTHON_DETAILS + read.PAIRED_TORCHVISION),
     # NVML too: the fix's wheel index follows the driver's CUDA version.
     _nvml_fact("torch.build", "enum", "which torch is installed: cuda, cpu, rocm or missing",
                read.torch_build, ("python", "nvml", "host"), implies=(), values=("cuda", "cpu", "rocm", "missing"),
