@@ -56,8 +56,8 @@ def as_of() -> Optional[str]:
     """YYYY-MM-DD: when the package and driver knowledge (rules/knowledge/) was last taken; None when the file is
     missing. Read on every run (the snapshot and the report carry it)."""
     try:
-        with open(os.path.join(data_dir(), "knowledge", "as-of.txt"), encoding="ascii") as handle:
-            text = handle.read().strip()
+        with open(os.path.join(data_dir(), "knowledge", "as-of.txt"), "rb") as handle:
+            text = handle.read(64).decode("ascii").strip()  # not open(encoding=): that imports the codec's module
     except (OSError, ValueError, PreflightError):
         return None
     parts = text.split("-")
