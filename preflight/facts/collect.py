@@ -169,9 +169,10 @@ def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
     plan: Dict[str, Callable[[], Any]] = {}
     if "nvml" in probes or NVML_HEALTH in probes:
         binding = options.nvml_binding
-        if binding is None and options.nvml_fixture:
-            # Load the fixture here, not in the thread: a bad file is the user's
-            # error (exit 2), not an unknown fact.
+        if binding is None:
+            # Loaded here, not in the thread: a bad recording is the user's error (exit 2), not an unknown fact;
+            # and importing pynvml (Python only: the library is opened by nvmlInit, in the thread) would otherwise
+            # contend with the other probes for the interpreter and the import lock, a tenth of a check's time.
             from preflight.probes import nvml as nvml_probe
 
             try:
