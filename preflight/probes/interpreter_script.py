@@ -155,8 +155,10 @@ def _installed_versions():
     versions = {}
     for folder in sys.path:
         for entry in _listdir(folder or "."):
-            base, ext = os.path.splitext(entry)
-            if ext in (".dist-info", ".egg-info") and "-" in base:
+            if not entry.endswith((".dist-info", ".egg-info")):  # most entries: checked before any other work
+                continue
+            base = entry.rsplit(".", 1)[0]
+            if "-" in base:
                 dist, version = base.split("-", 1)
                 versions.setdefault(_normalise(dist), version.split("-")[0])
     return versions
