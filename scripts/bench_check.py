@@ -2,8 +2,10 @@
 """Time `preflight check` against `python -c pass` and `python -c "import pynvml, click"`, side by side.
 
 Each round runs every command once, in turn, so that a noisy machine slows
-them all alike; the medians are compared. The target: each profile's check
-starts within 1.25x of importing its two runtime libraries (the last column).
+them all alike; the medians are compared ("vs imports"), and so is each
+round's own ratio to importing the two libraries ("per round", the median of
+those ratios: steadier where the machine's speed drifts). The target: each
+profile's check starts within 1.25x of importing its two runtime libraries.
 Usage:
 
     python scripts/bench_check.py [--rounds 21] [--python PYTHON] [--preflight CMD] [--baseline CMD]
@@ -77,12 +79,17 @@ def main() -> int:
             samples[name].append(_time(argv, env))
     baseline = statistics.median(samples["python -c pass"])
     libraries = statistics.median(samples["import pynvml, click"])
-    print("%-32s %10s %10s %10s %14s %12s" % ("command", "median", "min", "max", "vs python", "vs imports"))
+    imports = samples["import pynvml, click"]
+    print("%-32s %10s %10s %10s %14s %12s %12s" % ("command", "median", "min", "max", "vs python", "vs imports",
+                                                 "per round"))
     for name, values in samples.items():
         median = statistics.median(values)
-        print("%-32s %8.1fms %8.1fms %8.1fms %+12.1fms %11.2fx" % (
+        # The median of each round's ratio: a machine that slows down for a while slows both sides of a ratio
+        # taken in one round, but shifts the medians of the two columns apart when it slows them unevenly.
+        paired = statistics.median(value / library for value, library in zip(values, imports))
+        print("%-32s %8.1fms %8.1fms %8.1fms %+12.1fms %11.2fx %11.2fx" % (
             name, median * 1000, min(values) * 1000, max(values) * 1000, (median - baseline) * 1000,
-            median / libraries))
+            median / libraries, paired))
     print("rounds: %d, python: %s, profiles: %s" % (args.rounds, args.python, ", ".join(profiles)))
     return 0
 
