@@ -149,8 +149,8 @@ def has_wheel(record: Dict[str, Any], python: str, platform: str = DEFAULT_PLATF
 
 
 def _newest_first(package: str):
-    """(version, its text, record), newest first: the file lists each package's releases oldest first (the refresh
-    script sorts them), so only as many versions are parsed as a question needs."""
+    """(version, its text, its record marshalled), newest first: the file lists each package's releases oldest
+    first (the refresh script sorts them), so only as many versions are parsed as a question needs."""
     versions, packed = _packages().get(canonical(package)) or ((), ())
     for position in range(len(versions) - 1, -1, -1):
         version = _version(versions[position])
