@@ -495,6 +495,10 @@ def test_packages_missing_thop_only_warns(fake_env):
     result, env = _packages_without(fake_env, "thop")
     assert result["status"] == "warn" and result["severity"] == "warning"
     assert result["fix"]["commands"] == ["%s -m pip install thop" % env.python]
+    # What the optional package adds is told for that package alone (the rule file's why_optional).
+    optional = [step for step in result["fix"]["steps"] if step.startswith("Optional")]
+    assert optional == ["Optional, so only a warning (YOLOv9 trains without them): thop (it only adds the GFLOPs "
+                        "figure to the model summary)."], result["fix"]["steps"]
 
 
 def test_packages_all_present_pass_and_profiles_differ(fake_env):
@@ -526,6 +530,8 @@ def test_yolov9_numpy_pillow_and_ipython_pins(fake_env):
     assert result["status"] == "fail"
     assert "numpy 2.4.1 does not satisfy <2.4" in result["message"] and "IPython is missing" in result["message"]
     assert "Pillow 11.0.0 does not satisfy <10 (optional)" in result["message"]
+    assert any("Pillow (older than 10 only for the plots" in step and "thop" not in step
+               for step in result["fix"]["steps"]), result["fix"]["steps"]
     # The pins are in the fix: the installed version is shown, the command installs what YOLOv9 can run with.
     assert result["fix"]["commands"] == ["%s -m pip install 'numpy<2.4' ipython 'Pillow<10'" % env.python]
 

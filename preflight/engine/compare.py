@@ -407,6 +407,7 @@ class PackageSpec(Record):
     pip: str
     specifier: Any = None
     installed_by: str = ""  # a rule whose fix installs this package when it fails (torch and torchvision: torch.cuda)
+    why_optional: str = ""  # what a recommended package adds, told when it is missing ("only adds the GFLOPs figure")
 
     def probe_request(self) -> Dict[str, Any]:
         return {"name": self.name, "import": self.import_name, "dists": self.dists}
@@ -434,7 +435,8 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
                          % (text, import_name, name))
     dists = list(info.get("dists") or [name])
     pip = info.get("pip") or name + (spec_text or "")
-    return PackageSpec(name, import_name, dists, pip, specifier, info.get("installed_by") or "")
+    return PackageSpec(name, import_name, dists, pip, specifier, info.get("installed_by") or "",
+                       info.get("why_optional") or "")
 
 
 def _installed_elsewhere(specs: List[PackageSpec]) -> Optional[str]:
@@ -447,7 +449,7 @@ def _installed_elsewhere(specs: List[PackageSpec]) -> Optional[str]:
                      for rule, names in by_rule.items()) or None
 
 
-_PACKAGE_KEYS = {"import", "dists", "pip", "installed_by"}
+_PACKAGE_KEYS = {"import", "dists", "pip", "installed_by", "why_optional"}
 
 
 def _package_table(raw: Any) -> Dict[str, Dict[str, Any]]:
@@ -464,6 +466,8 @@ def _package_table(raw: Any) -> Dict[str, Dict[str, Any]]:
             info["dists"] = _strings(info["dists"])
         if not isinstance(info.get("installed_by", ""), str):
             raise ValueError("packages.%s.installed_by must be a rule id" % name)
+        if not isinstance(info.get("why_optional", ""), str):
+            raise ValueError("packages.%s.why_optional must be text (what the package adds)" % name)
     return raw
 
 
@@ -539,7 +543,8 @@ class PresentComparison(Comparison):
             "installed_by": _installed_elsewhere(elsewhere),
             "missing_required": ", ".join(s.name for s, _ in bad_required) or "none",
             "missing_recommended": ", ".join(s.name for s, _ in told) or "none",
-            "optional": ", ".join(s.name for s, _ in told) or None,
+            "optional": "; ".join("%s (%s)" % (s.name, s.why_optional) if s.why_optional else s.name
+                                  for s, _ in told) or None,
         }
         if not missing:
             return Verdict(PASS, "all %d present" % (len(required) + len(recommended)), details)
