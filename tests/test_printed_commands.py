@@ -252,6 +252,27 @@ def test_a_missing_torchvision_next_to_a_cuda_torch_gets_the_one_built_for_it(tm
     assert commands >= 10, commands
 
 
+@pytest.mark.parametrize("recording, arch_flags, why", [
+    ("rtx3060-12g-driver525.json", "sm_80 sm_86 sm_90", "built for a newer CUDA than this driver runs"),
+    ("h200-driver580.json", "sm_50 sm_60 sm_70", "has no kernels that run on NVIDIA H200"),
+])
+def test_no_torchvision_is_pinned_to_a_torch_that_cannot_run_here(tmp_path, recording, arch_flags, why):
+    """A torchvision pinned to the installed torch would undo the fix that replaces that torch (cuda.compat's or
+    torch.arch's installs the pair): python.packages says so instead of printing its own torchvision command."""
+    from conftest import FakeEnvironment
+
+    env = FakeEnvironment(tmp_path / "venv")
+    env.add_yolov9_packages(skip=("torchvision",))
+    env.add_torch(version="2.11.0+cu130", cuda="13.0", arch_flags=arch_flags)
+    report = json.loads(run_cli("check", "--format", "json", "--nvml-fixture", nvml_fixture(recording),
+                                "--python", env.python).stdout)
+    results = {result["id"]: result for result in report["results"]}
+    assert "fail" in (results["cuda.compat"]["status"], results["torch.arch"]["status"])
+    fix = results["python.packages"]["fix"]
+    assert not [command for command in fix["commands"] if "torchvision" in command], fix["commands"]
+    assert any(why in step and "installs the pair" in step for step in fix["steps"]), fix["steps"]
+
+
 def test_an_installed_by_naming_no_rule_is_refused(tmp_path):
     rules = tmp_path / "rules.toml"
     rules.write_text('''[[rule]]

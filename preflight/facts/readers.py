@@ -367,7 +367,7 @@ def conda_env_name(facts: SnapshotView, gpu) -> Tuple[Any, Dict[str, Any]]:
     return path("conda", "env_name")(python), {"conda_prefix": path("conda", "prefix")(python) or "?"}
 
 
-PAIRED_TORCHVISION = ("torchvision_pins", "torchvision_index_url", "torchvision_unpaired")
+PAIRED_TORCHVISION = ("torchvision_pins", "torchvision_index_url", "torchvision_unpaired", "torch_not_running")
 
 
 def packages(facts: SnapshotView, gpu) -> Tuple[Dict[str, Any], Dict[str, Any]]:
@@ -376,12 +376,34 @@ def packages(facts: SnapshotView, gpu) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     details.update(dict.fromkeys(PAIRED_TORCHVISION))
     torchvision, torch = found.get("torchvision"), facts.torch()
     if torchvision is not None and not torchvision.get("importable") and derived.torch_build(torch) == "cuda":
-        # torch.cuda passes, so its fix (torch with its torchvision) is not shown: this one names the torchvision.
-        from preflight import torch_wheels
+        # torch.cuda passes, so its fix (torch with its torchvision) is not shown: this one names the torchvision,
+        # built for the installed torch, unless that torch cannot run here (then the fix that replaces it installs
+        # the pair, and a torchvision pinned to the old torch would undo it).
+        details["torch_not_running"] = _torch_not_running(facts, torch)
+        if details["torch_not_running"] is None:
+            from preflight import torch_wheels
 
-        details.update(torch_wheels.paired_torchvision(torch.get("version"), torch.get("cuda"),
-                                                       details.get("python_version")))
+            details.update(torch_wheels.paired_torchvision(torch.get("version"), torch.get("cuda"),
+                                                           details.get("python_version")))
     return found, details
+
+
+def _torch_not_running(facts: SnapshotView, torch: Dict[str, Any]) -> Optional[str]:
+    """Why the installed CUDA torch cannot run here, as the facts cuda.compat and gpu.torch_kernels read it (a
+    driver older than its CUDA; no kernels a visible GPU runs); None when it runs, or when that is not known."""
+    version = torch.get("version") or "?"
+    try:
+        if cuda_compat(facts, None)[0] == "driver_too_old":
+            return "the installed torch %s is built for a newer CUDA than this driver runs" % version
+    except Unknown:
+        pass
+    try:
+        for visible in facts.visible_gpus():
+            if torch_kernels(facts, visible)[0] in ("none", "ptx_needs_newer_driver"):
+                return "the installed torch %s has no kernels that run on %s" % (version, visible.get("name") or "the GPU")
+    except Unknown:
+        pass
+    return None
 
 
 def torch_field(key: str) -> Compute:
