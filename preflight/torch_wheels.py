@@ -112,7 +112,13 @@ class Choice(Record):
     @property
     def pins(self) -> str:
         """``'torch==2.14.*' 'torchvision==0.29.*'``: the pair the data lists for this release."""
-        return "'torch==%s.*' 'torchvision==%s.*'" % (self.torch_text, self.torchvision)
+        return pair_pins(self.torch, self.torchvision)
+
+
+def pair_pins(torch: Version, torchvision: str) -> str:
+    """``'torch==2.14.*' 'torchvision==0.29.*'``: a torch minor release and the torchvision built for it, as pip
+    requirements (any patch release of each)."""
+    return "'torch==%d.%d.*' 'torchvision==%s.*'" % (torch + (torchvision,))
 
 
 class NoChoice(Record):
@@ -315,7 +321,7 @@ def paired_torchvision(torch_version: Optional[str], torch_cuda: Optional[str],
     paired = torchvision_for(torch) if torch else None
     tag = "cu%d%d" % cuda if cuda else None
     if paired and tag and available(tag, torch, knowledge.parse_major_minor(python)):
-        return {"torchvision_pins": "'torch==%d.%d.*' 'torchvision==%s.*'" % (torch + (paired,)),
+        return {"torchvision_pins": pair_pins(torch, paired),
                 "torchvision_index_url": INDEX + tag,
                 "torchvision_unpaired": None}
     return {"torchvision_pins": None, "torchvision_index_url": None,
