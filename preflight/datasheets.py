@@ -9,15 +9,14 @@ leave it out); a name the file does not list has no datasheet here, and nothing 
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
+from typing import Dict, NamedTuple, Optional
 
-from preflight.records import Record
 
 DATA_FILE = os.path.join("knowledge", "gpu-datasheets.toml")
 KEYS = ("model", "names", "fp16_tflops", "memory_gbs", "source")
 
 
-class Datasheet(Record):
+class Datasheet(NamedTuple):
     model: str
     fp16_tflops: float
     memory_gbs: float

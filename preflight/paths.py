@@ -23,7 +23,7 @@ import os
 import stat
 
 from preflight.errors import OutputError
-from preflight.records import Record
+from typing import NamedTuple
 
 MAX_LINKS = 40  # as the kernel's own limit on links in one path (ELOOP)
 
@@ -32,7 +32,7 @@ class UnsafeLink(OutputError):
     """A path goes through a link that someone else could have planted (exit 2, nothing written)."""
 
 
-class Resolved(Record):
+class Resolved(NamedTuple):
     folder: str  # a real folder: every link on the way was followed (safely)
     name: str  # the final name in it (may not exist yet; never a link that was refused)
 

@@ -15,16 +15,15 @@ handed to ``packaging.specifiers``. A property test compares the two.
 from __future__ import annotations
 
 import re
-from typing import Any, List, Tuple
+from typing import Any, List, NamedTuple, Tuple
 
 from preflight import versions
-from preflight.records import Record
 
 # Patterns as text, compiled (and cached by re) at their first use: compiling costs start-up time.
 _CLAUSE = r"^\s*(<=|>=|<|>|==|!=)\s*(\d+(?:\.\d+)*)\s*$"
 
 
-class Requirement(Record):
+class Requirement(NamedTuple):
     """A parsed specifier: plain clauses checked here, or ``packaging``'s SpecifierSet for the rest."""
 
     text: str

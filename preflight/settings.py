@@ -12,14 +12,13 @@ value (``commands/options.py``) and ``config show`` are all built from
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
-from preflight.records import Record
 
 MAX_TIMEOUT = 3600
 
 
-class Setting(Record):
+class Setting(NamedTuple):
     key: str  # in the site configuration: expect_gpus = 8
     field: str  # in CheckOptions
     flag: str  # on the command line: --expect-gpus

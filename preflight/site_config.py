@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.errors import PreflightError
-from preflight.records import Record
 from preflight.settings import SETTINGS as DECLARED
 from preflight.toml_entries import Entry
 
@@ -88,7 +87,7 @@ def permission_problem(path: str) -> Optional[str]:
     return None
 
 
-class Origin(Record):
+class Origin(NamedTuple):
     """Where a setting came from: ``built-in default``, ``command line``, or a place in the file."""
 
     text: str  # "config.toml:9 [[match]] 1", "built-in default"
@@ -100,7 +99,7 @@ DEFAULT = Origin("built-in default")
 COMMAND_LINE = Origin("command line")
 
 
-class Section(Record):
+class Section(NamedTuple):
     """``[defaults]`` or one ``[[match]]``: its settings, its selectors, and where it is in the file."""
 
     name: str  # "[defaults]" or "[[match]] 2"
@@ -116,7 +115,7 @@ class Section(Record):
                       "%s%s" % (os.path.basename(path), ":%d" % line if line else ""))
 
 
-class Config(Record):
+class Config(NamedTuple):
     path: Optional[str]
     sections: Tuple[Section, ...]
 
@@ -125,7 +124,7 @@ class Config(Record):
         return [(section, explain(section, target)) for section in self.sections]
 
 
-class Target(Record):
+class Target(NamedTuple):
     """What a [[match]] is matched against; None: not known here (a selector on it cannot match)."""
 
     host: str
@@ -273,7 +272,7 @@ def needs_gpus(config: Config) -> bool:
     return any("gpus" in section.selectors for section in config.sections)
 
 
-class Effective(Record):
+class Effective(NamedTuple):
     """The settings in effect, each with its origin; ``set`` and ``rules`` keep one origin per item."""
 
     values: Dict[str, Any]

@@ -29,12 +29,11 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from preflight.errors import ExitCode, PreflightError
 from preflight.probes import process
 from preflight.engine.evaluate import Result
-from preflight.records import Record
 from preflight.report import Report, one_line
 
 REASON_PREFIX = "preflight:"
@@ -130,7 +129,7 @@ class Scontrol:
         self.run("update", "NodeName=%s" % name, "State=RESUME")
 
 
-class NodeInfo(Record):
+class NodeInfo(NamedTuple):
     """One node as ``scontrol show node`` describes it."""
 
     name: str
@@ -276,7 +275,7 @@ class DrainRecord:
         cache.write_json(self.path, self.drains)
 
 
-class Decision(Record):
+class Decision(NamedTuple):
     """What to do to a node (``resume``, ``drain`` with ``reason``, or ``none``), as done and as planned."""
 
     action: str

@@ -13,10 +13,9 @@ that cannot work.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from preflight import knowledge
-from preflight.records import Record
 
 Version = Tuple[int, int]
 INDEX = "https://download.pytorch.org/whl/"
@@ -26,7 +25,7 @@ DATA_FILE = os.path.join("knowledge", "pytorch-wheels.toml")
 PLATFORM = "linux_x86_64"  # the one platform the data records; fixes for others point to pytorch.org
 
 
-class Variant(Record):
+class Variant(NamedTuple):
     tag: str  # cu126
     cuda: Version
     releases: Tuple[Version, ...]  # the torch minor releases the index holds, as listed in the data
@@ -49,13 +48,13 @@ class Variant(Record):
         return INDEX + self.tag
 
 
-class Release(Record):
+class Release(NamedTuple):
     torch: Version
     torchvision: Optional[str]  # "0.29"; None while no torchvision is released for it
     pythons: Tuple[Version, ...]  # CPython versions with Linux x86_64 wheels
 
 
-class Archived(Record):
+class Archived(NamedTuple):
     """The newest build for an old CUDA release that no index holds any more (pytorch.org's previous versions)."""
 
     cuda: Version
@@ -70,7 +69,7 @@ class Archived(Record):
         return "python -m pip install torch==%s torchvision==%s%s" % (self.torch, self.torchvision, links)
 
 
-class Catalog(Record):
+class Catalog(NamedTuple):
     releases: Dict[Version, Release]
     variants: Tuple[Variant, ...]
     archived: Tuple[Archived, ...] = ()
@@ -92,7 +91,7 @@ class Catalog(Record):
         return [torch for torch in variant.releases if python is None or python in self.releases[torch].pythons]
 
 
-class Choice(Record):
+class Choice(NamedTuple):
     """A torch to install: ``pins`` for pip and the index that holds them."""
 
     variant: Variant
@@ -121,7 +120,7 @@ def pair_pins(torch: Version, torchvision: str) -> str:
     return "'torch==%d.%d.*' 'torchvision==%s.*'" % (torch + (torchvision,))
 
 
-class NoChoice(Record):
+class NoChoice(NamedTuple):
     """Nothing installable runs here: why, and the way out."""
 
     reason: str

@@ -7,15 +7,14 @@ program's own fault: listed, never a node failure). Unknown Xids count as "watch
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, NamedTuple, Optional
 
-from preflight.records import Record
 
 DATA_FILE = os.path.join("knowledge", "xid.toml")
 KINDS = ("node", "watch", "application")
 
 
-class Xid(Record):
+class Xid(NamedTuple):
     id: int
     name: str
     kind: str

@@ -212,19 +212,3 @@ def test_value_classes_are_immutable_with_readable_repr_and_equality():
     assert fix == Fix("x", "title", ["step"], ["cmd"], "origin")
     assert repr(fix) == "Fix(id='x', title='title', steps=['step'], commands=['cmd'], origin='origin')"
     assert CheckOptions(profile="node", select=["gpu"]) == CheckOptions(profile="node", select=("gpu",))
-
-
-def test_records_are_records_and_their_modules_defer_annotations():
-    """An immutable record is a preflight.records.Record, not a typing.NamedTuple (which costs six times as much to
-    define, at every start), and its module defers annotations (a record never evaluates them; on Python 3.14 a
-    class body without the import keeps none)."""
-    offenders = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text())
-        future = any(isinstance(node, ast.ImportFrom) and node.module == "__future__" and
-                     any(alias.name == "annotations" for alias in node.names) for node in tree.body)
-        bases = {getattr(base, "id", None) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
-                 for base in node.bases}
-        if "NamedTuple" in bases or ("Record" in bases and not future):
-            offenders.append(module_name(path))
-    assert not offenders, offenders

@@ -3,13 +3,12 @@ preflight.plan/1). The rows are made by commands/plan.py; this module holds thei
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from preflight.capacity import estimate
-from preflight.records import Record
 
 
-class Row(Record):
+class Row(NamedTuple):
     name: str
     source: str
     subject: str
@@ -38,7 +37,7 @@ class Row(Record):
                 "max_batch": self.max_batch, "max_batch_tight": self.max_batch_tight}
 
 
-class Plan(Record):
+class Plan(NamedTuple):
     request: Dict[str, Any]
     batch: int  # per GPU: the total --batch split over ``gpus`` as DDP splits it
     rows: List[Row]

@@ -32,9 +32,8 @@ Without it the usable memory is estimated at ESTIMATED_USABLE of the total.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from preflight.records import Record
 
 PRECISIONS = {"train": ("amp", "fp32"), "inference": ("fp16", "fp32")}
 # Bytes of optimizer state per parameter (FP32 buffers): SGD with momentum keeps one, Adam and AdamW two.
@@ -45,7 +44,7 @@ ECC_STATES = ("on", "off", "none")  # none: the card has no ECC (GeForce); HBM's
 ESTIMATED_USABLE = 0.97
 
 
-class Estimate(Record):
+class Estimate(NamedTuple):
     task: str
     precision: str
     fixed_bytes: int
@@ -56,7 +55,7 @@ class Estimate(Record):
     validation_per_image_bytes: int = 0  # training: what each validation image adds to the run's peak
 
 
-class Workload(Record):
+class Workload(NamedTuple):
     id: str
     title: str
     parameters: Optional[int]
@@ -70,7 +69,7 @@ class Workload(Record):
     train_script: str = "train_dual.py"  # what trains it in WongKinYiu/yolov9 (GELAN: train.py)
 
 
-class GpuModel(Record):
+class GpuModel(NamedTuple):
     id: str
     name: str
     memory_mib: int

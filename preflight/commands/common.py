@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from preflight.commands.options import CheckOptions
 from preflight.errors import PreflightError
 from preflight.engine import loader
 from preflight.facts import collect
-from preflight.records import Record
 
 Warn = Optional[Callable[[str], None]]
 
@@ -61,7 +60,7 @@ def snapshot(options: CheckOptions, probes: Set[str], packages: List[Dict[str, A
     return facts, facts["source"]
 
 
-class Keep(Record):
+class Keep(NamedTuple):
     """Where a run's verdict is kept besides its output: --report-dir DIR (HOST.json), --syslog (one line)."""
 
     report_dir: Optional[str] = None

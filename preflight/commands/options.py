@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import FrozenSet, Iterable, Optional, Sequence, Tuple
+from typing import FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.errors import PreflightError
-from preflight.records import Record
 from preflight.settings import SETTINGS
 
-class _Workload(Record):
+class _Workload(NamedTuple):
     workload: str
     task: str
     batch: Optional[int]
@@ -47,7 +46,7 @@ class WorkloadOptions(_Workload):
                                max_objects, source)
 
 
-class SmokeOptions(Record):
+class SmokeOptions(NamedTuple):
     """What ``preflight smoke`` (and ``check --smoke``) runs in the job's interpreter: on which device kind and
     GPUs, how much of the free memory the memory test takes, and the workload to measure (with the checkout)."""
 
@@ -71,7 +70,7 @@ class SmokeOptions(Record):
         return request
 
 
-class _Check(Record):
+class _Check(NamedTuple):
     profile: str
     rules_paths: Tuple[str, ...]
     select: Tuple[str, ...]
@@ -138,7 +137,7 @@ class CheckOptions(_Check):
         return CheckOptions(**values)
 
 
-class OutputOptions(Record):
+class OutputOptions(NamedTuple):
     """Where and how a command's result is shown: --format, --output, --quiet, --color, --expires-in."""
 
     format: str = "text"

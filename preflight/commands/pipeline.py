@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, TYPE_CHECKING, Tuple
 
 from preflight.commands import common, site
 from preflight.commands.options import CheckOptions
 from preflight.errors import PreflightError
 from preflight.facts.view import Context
-from preflight.records import Record
 
 if TYPE_CHECKING:
     from preflight import site_config
@@ -35,7 +34,7 @@ class NoRulesLeft(PreflightError):
     """The selection leaves no rule to check: a verdict needs rules (an empty check would pass anything)."""
 
 
-class Prepared(Record):
+class Prepared(NamedTuple):
     """What to check and how, settled once: the options in effect, how the site configuration contributed, the
     rules, the sized workload, and the Slurm node being admitted."""
 

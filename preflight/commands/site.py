@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, TYPE_CHECKING, Tuple
 
 from preflight.commands.options import CheckOptions
 from preflight.errors import PreflightError
-from preflight.records import Record
 from preflight.settings import SETTINGS
 
 if TYPE_CHECKING:
@@ -20,7 +19,7 @@ ENVIRONMENT_VARIABLE = "PREFLIGHT_CONFIG"
 
 
 
-class Applied(Record):
+class Applied(NamedTuple):
     """The options to run with, how the configuration contributed, and NVML facts probed to match ``gpus``."""
 
     options: CheckOptions

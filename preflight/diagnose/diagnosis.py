@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
 from preflight import inventory, knowledge, units
 from preflight.diagnose.failures import Failure
@@ -26,7 +26,6 @@ from preflight.engine.placeholders import RUN_PREFIX, fact_variable
 from preflight.errors import ExitCode
 from preflight.facts.registry import REGISTRY
 from preflight.facts.view import SnapshotView, Unknown
-from preflight.records import Record
 
 # Values every fix may rely on when nothing better is known. No wheel index is assumed here: which torch
 # to install depends on the driver, the GPU and the Python (torch_wheels), known from facts or the log.
@@ -336,7 +335,7 @@ def _related_checks(failure: Failure, ruleset: RuleSet, snapshot, resolve) -> Li
     return [r for r in evaluate(rules, snapshot) if r.status != "skip"]
 
 
-class Completion(Record):
+class Completion(NamedTuple):
     notes: List[str]  # where the values came from: the log's own run, and why this machine's facts were not used
     facts: Decision  # whose facts filled the fixes
 

@@ -36,7 +36,7 @@ turns ``couldn't`` into ``couldn‘t``) and markdown emphasis around a pasted li
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from preflight.engine.fields import EntryReader, entry_reader
 from preflight.errors import close_matches
@@ -44,7 +44,6 @@ from preflight.engine.fix import Fix
 from preflight.engine.loader import RuleSet
 from preflight.engine.placeholders import CLUE_VALUES, RUN_PREFIX, all_placeholders
 from preflight.facts.registry import REGISTRY
-from preflight.records import Record
 
 _KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",
          "defaults", "examples", "source", "only_with"}
@@ -70,7 +69,7 @@ def normalize_bytes(data: bytes) -> bytes:
     return data
 
 
-class Pattern(Record):
+class Pattern(NamedTuple):
     anchor: str
     regex: Optional["re.Pattern[str]"]
 
@@ -92,7 +91,7 @@ class Pattern(Record):
         return {k: v for k, v in found.groupdict().items() if v is not None}
 
 
-class Failure(Record):
+class Failure(NamedTuple):
     id: str
     title: str
     priority: int
@@ -209,7 +208,7 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) ->
                    dict(values), dict(defaults), examples, entry.string("source"), path, entry.string_list("only_with"))
 
 
-class Clue(Record):
+class Clue(NamedTuple):
     """Something a log says about its run: its patterns' named groups are values, and ``set`` the values a match
     implies (a Windows path says os = windows); not a problem."""
 

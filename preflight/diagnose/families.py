@@ -38,14 +38,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from preflight.diagnose.failures import Failure, Pattern, pattern_from
 from preflight.engine.fields import EntryReader, entry_reader
 from preflight.engine.fix import Fix
 from preflight.engine.loader import RuleSet
 from preflight.engine.placeholders import all_placeholders
-from preflight.records import Record
 
 KNOWLEDGE = "knowledge"
 MATCHES = ("exact", "prefix", "dotted", "contains")
@@ -54,7 +53,7 @@ _KEYS = {"id", "title", "table", "rows", "key", "match", "label", "priority", "p
 MOST_ROWS = 16  # distinct rows of one family kept from one log (a table without an [unlisted] row bounds it too)
 
 
-class Table(Record):
+class Table(NamedTuple):
     """A knowledge table: rows of public facts about one family's values."""
 
     name: str
@@ -93,7 +92,7 @@ def _plain(value: Any) -> str:
     return " ".join(str(value).split()).strip("'\"`.,;: ").lower()
 
 
-class Family(Record):
+class Family(NamedTuple):
     id: str
     title: str
     table: Table

@@ -13,16 +13,15 @@ one line says why. The mode comes from --facts-from (or the site configuration's
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 from preflight import inventory
 from preflight.facts.view import SnapshotView, Unknown
-from preflight.records import Record
 
 MODES = ("auto", "machine", "log")
 
 
-class Decision(Record):
+class Decision(NamedTuple):
     use: bool  # this machine's (or the --facts file's) facts fill the fixes
     header: str  # "facts: this machine (HOST)", "facts: from the log", "facts: none"
     why: str  # one line when the facts are not used although they were there ("" otherwise)

@@ -13,16 +13,15 @@ from __future__ import annotations
 import math
 import re
 from types import MappingProxyType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from preflight import units, versions
-from preflight.records import Record
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
 MAX_PATTERN_TEXT = 4096  # characters of a fact a 'pattern' rule looks at
 
 
-class Verdict(Record):
+class Verdict(NamedTuple):
     """A comparison's answer: the status, the observed value in words, and values for messages and fixes."""
 
     status: str
@@ -75,7 +74,7 @@ def text_of(parsed: Any) -> str:
     return value_text(parsed)
 
 
-class Param(Record):
+class Param(NamedTuple):
     parse: Callable[[Any], Any]
     description: str
 
@@ -398,7 +397,7 @@ def _module_name(name: str) -> bool:
     return name.isascii() and all(part.isidentifier() for part in name.split("."))
 
 
-class PackageSpec(Record):
+class PackageSpec(NamedTuple):
     """One package a rule needs: how to find it and how to install it."""
 
     name: str

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Dict, List, Mapping, Optional, Set
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Set
 
 from preflight.engine import template
 from preflight.engine.compare import ERROR, FAIL, PASS, WARN, value_text
 from preflight.engine.model import ResolvedRule
 from preflight.facts.conditions import CONDITIONS
 from preflight.facts.view import NO_CONTEXT, Context, SnapshotView, Unknown
-from preflight.records import Record
 
 SKIP = "skip"
 STATUSES = (PASS, FAIL, WARN, SKIP, ERROR)
 
 
-class Result(Record):
+class Result(NamedTuple):
     """One rule's verdict on one subject (the system, or one GPU), with its message and fix."""
 
     rule: ResolvedRule

@@ -6,15 +6,14 @@ every kind of entry (rules, failures, workloads) can hold one.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
 
 Line = Union[str, Tuple[str, ...]]  # a text, or alternatives: the first whose values are all known is shown
 
 from preflight.engine import template
-from preflight.records import Record
 
 
-class Fix(Record):
+class Fix(NamedTuple):
     """What to do about a failure: a title, steps in words, and commands to run."""
 
     id: str

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from preflight.engine.compare import Comparison, text_of, value_text
 from preflight.engine.fix import Fix
 from preflight.facts.registry import Fact
-from preflight.records import Record
 
 SEVERITIES = ("error", "warning", "info")
 PROFILES = ("train", "inference", "node")
 DEFAULT_FIX_ORDER = 1000  # a rule that does not say comes after the default rules, in report order
 
 
-class WarnOnly(Record):
+class WarnOnly(NamedTuple):
     """``[rule.warn_only]``: in these profiles a failure only warns while ``fact`` is one of ``values``
     (the site minimum for the driver, when the environment's torch runs on this driver anyway)."""
 
@@ -24,7 +23,7 @@ class WarnOnly(Record):
     message: str
 
 
-class Rule(Record):
+class Rule(NamedTuple):
     id: str
     title: str
     severity: str
@@ -89,7 +88,7 @@ class Rule(Record):
         return self.fix
 
 
-class ResolvedRule(Record):
+class ResolvedRule(NamedTuple):
     """A rule as it applies in one run: one profile, its thresholds parsed, ``--set`` applied. Immutable.
 
     Evaluation, ``explain``, the docs and planning read this; nothing re-merges

@@ -13,13 +13,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from preflight import __version__, inventory
 from preflight.shipped import as_of
 from preflight.errors import ProbeError, ProbeTimeout
 from preflight.facts.snapshot import SCHEMA
-from preflight.records import Record
 
 # Every probe a snapshot can hold, in the order they are reported.
 PROBES = ("nvml", "host", "python", "torch_arch", "container", "kernel_log")
@@ -34,7 +33,7 @@ def abandoned_probes() -> bool:
     return any(thread.is_alive() for thread in _abandoned)
 
 
-class _Options(Record):
+class _Options(NamedTuple):
     timeout: float
     python: Optional[str]
     nvml_fixture: Optional[str]

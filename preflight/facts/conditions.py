@@ -3,14 +3,13 @@ not apply here (the rule is skipped), or None when it does."""
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 from preflight.facts import derived, smoke
 from preflight.facts.view import SnapshotView, Unknown
-from preflight.records import Record
 
 
-class Condition(Record):
+class Condition(NamedTuple):
     """A named precondition of a rule; ``check`` returns None when it holds, else the reason."""
 
     name: str

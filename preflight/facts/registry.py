@@ -13,18 +13,17 @@ Adding a fact here is all it takes for rule files to use it.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from preflight.facts import derived, node_health, smoke
 from preflight.facts import readers as read
 from preflight.facts.readers import PYTHON_DETAILS, WHEEL_DETAILS, Compute
 from preflight.facts.view import SnapshotView, Unknown
-from preflight.records import Record
 
 KINDS = ("version", "number", "bytes", "bool", "string", "enum", "list", "packages")
 
 
-class Fact(Record):
+class Fact(NamedTuple):
     path: str
     kind: str
     description: str

@@ -8,16 +8,15 @@ file saved on a node and read by ``fleet`` carries nothing to scrub.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
-from preflight.records import Record
 
 
 class Unknown(Exception):
     """A fact that could not be known; the message says why."""
 
 
-class Context(Record):
+class Context(NamedTuple):
     """The requests and expectations a run brings to evaluation.
 
     ``workload``: the sized workload of ``--workload`` (split over the visible GPUs), or None.

@@ -8,9 +8,8 @@ differences from the baseline), so tens of thousands of nodes fit in memory whil
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-from preflight.records import Record
 
 SCHEMA = "preflight.fleet/1"
 DRIFT_KEYS = ("driver", "cuda", "gpu_model", "gpu_count", "torch", "python")
@@ -20,7 +19,7 @@ PROBLEM = ("fail", "warn", "error")
 MAX_NAMES = 50  # nodes named per failure or drift value in the text formats; the JSON and CSV name them all
 
 
-class Problem(Record):
+class Problem(NamedTuple):
     rule: str
     subject: str
     status: str
@@ -30,7 +29,7 @@ class Problem(Record):
     caused_by: str = ""  # the rule failing on the same subject that made this one unknown (a lost GPU)
 
 
-class Node(Record):
+class Node(NamedTuple):
     name: str
     source: str
     state: str  # ok, warnings, failing

@@ -16,20 +16,19 @@ import json
 import os
 import stat
 import sys
-from typing import Any, Dict, Iterator, List, Sequence, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Sequence, Union
 
-from preflight.records import Record
 
 MAX_FILE_BYTES = 64 << 20  # a facts snapshot is tens of kilobytes; anything this large is not one
 
 
-class Document(Record):
+class Document(NamedTuple):
     path: str
     kind: str  # "report" or "facts"
     data: Dict[str, Any]
 
 
-class Unreadable(Record):
+class Unreadable(NamedTuple):
     path: str
     reason: str
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from preflight.fleet.aggregate import DRIFT_KEYS, DRIFT_WORDS, MAX_NAMES, SCHEMA, Fleet
 from preflight.fleet.hostlist import fold
-from preflight.records import Record
 from preflight.render.blocks import csv_cell, markdown_text, printable, width, wrap
 
 
-class FleetView(Record):
+class FleetView(NamedTuple):
     """What fleet renders: the fleet, and with --baseline the baseline's name and how each node differs from it."""
 
     fleet: Fleet

@@ -4,13 +4,12 @@ same loaded rule files."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from preflight.engine.fix import Fix
 from preflight.engine.model import Rule
 from preflight.facts.conditions import CONDITIONS
 from preflight.facts.registry import REGISTRY
-from preflight.records import Record
 
 
 def _params_text(rule: Rule, profile: Optional[str]) -> str:
@@ -58,7 +57,7 @@ def _fix_json(fix: Fix, values: Dict[str, Any]) -> Dict[str, Any]:
     return dict(fix.render(_common_case(values)), id=fix.id)
 
 
-class RuleList(Record):
+class RuleList(NamedTuple):
     """What ``preflight rules`` renders: the rules of a profile (and, for the reference page, the known failures)."""
 
     rules: List[Rule]

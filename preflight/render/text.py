@@ -3,16 +3,15 @@ a "fix first" list, a summary; wrapped to the terminal's width."""
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, NamedTuple, Tuple
 
 from preflight import __version__
 from preflight.engine.evaluate import Result
-from preflight.records import Record
 from preflight.report import Report, blocks
 from preflight.render.blocks import COLORS, LABELS, fix_lines, paint, width, wrap
 
 
-class Line(Record):
+class Line(NamedTuple):
     result: Result
     subject: str
     message: str
