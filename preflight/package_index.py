@@ -11,45 +11,30 @@ which usually fails (no compiler, no headers). The file is read only when a prin
 
 from __future__ import annotations
 
+import datetime
 import functools
 import os
-import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import time
+from typing import Any, Dict, List, Optional, Sequence
 
-from preflight.shipped import as_of  # the knowledge's date lives with the shipped data: every check reads it
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from preflight.shipped import as_of, data_dir
 
 INDEX_FILE = os.path.join("knowledge", "package-index.json")
 DEFAULT_PLATFORM = "linux_x86_64"
 # The CPython versions a printed command is judged for when the target Python is not known.
 PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
 
-_index: Optional[Dict[str, Tuple[Tuple[str, ...], Tuple[bytes, ...]]]] = None
-
-
-def _data_path(name: str) -> str:
-    from preflight.shipped import data_dir
-
-    return os.path.join(data_dir(), name)
-
-
 STALE_AFTER_DAYS = 180
 
 
 def now() -> float:
     """The clock the staleness note reads (a function, so that a test can set the date)."""
-    import time
-
     return time.time()
-
-
-def _days_since_epoch(year: int, month: int, day: int) -> int:
-    """Days from 1970-01-01 to a date (the civil-from-days inverse; no time module parsing: start-up time)."""
-    year -= month <= 2
-    era = year // 400
-    year_of_era = year - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    return era * 146097 + day_of_era - 719468
 
 
 def stale_note() -> Optional[str]:
@@ -57,8 +42,7 @@ def stale_note() -> Optional[str]:
     taken = as_of()
     if taken is None:
         return None
-    year, month, day = (int(part) for part in taken.split("-"))
-    age = int(now() // 86400) - _days_since_epoch(year, month, day)
+    age = (datetime.datetime.fromtimestamp(now(), datetime.timezone.utc).date() - datetime.date.fromisoformat(taken)).days
     if age <= STALE_AFTER_DAYS:
         return None
     return ("preflight's knowledge of torch, driver and package releases is from %s (%d days ago): newer releases "
@@ -66,44 +50,22 @@ def stale_note() -> Optional[str]:
             "and pip install . in its checkout)" % (taken, age))
 
 
-def _packages() -> Dict[str, Tuple[Tuple[str, ...], Tuple[bytes, ...]]]:
-    """Canonical name -> (its versions oldest first, each release's record marshalled on its own): a question reads
-    a few of the newest releases, so only those are unpacked (``_unpack``)."""
-    global _index
-    if _index is None:
-        from preflight import cache, input_files
-        from preflight.errors import PreflightError
-
-        path = _data_path(INDEX_FILE)
-        what, hint = "package index %s" % path, "reinstall preflight: the file ships with it"
-        data = input_files.read_bytes(path, what, PreflightError, hint)
-        _index = cache.parsed(data, lambda raw: _pack(input_files.parse_json(raw.decode("utf-8"), what,
-                                                                             PreflightError, hint)), "package-index")
-    return _index
-
-
-def _pack(data: Any) -> Dict[str, Tuple[Tuple[str, ...], Tuple[bytes, ...]]]:
-    """The index's JSON as the cache keeps it: canonical name -> (versions, each record marshalled)."""
-    import marshal
-
-    return {canonical(name): (tuple(releases), tuple(marshal.dumps(record) for record in releases.values()))
-            for name, releases in ((data or {}).get("packages") or {}).items()}
-
-
 @functools.lru_cache(maxsize=None)
-def _unpack(packed: bytes) -> Dict[str, Any]:
-    import marshal
+def _packages() -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """Canonical name -> {version: release record}, oldest first (the refresh script sorts them)."""
+    from preflight import input_files
+    from preflight.errors import PreflightError
 
-    return marshal.loads(packed)
+    path = os.path.join(data_dir(), INDEX_FILE)
+    what, hint = "package index %s" % path, "reinstall preflight: the file ships with it"
+    data = input_files.parse_json(input_files.read_bytes(path, what, PreflightError, hint).decode("utf-8"), what,
+                                  PreflightError, hint)
+    return {canonical(name): releases for name, releases in ((data or {}).get("packages") or {}).items()}
 
 
 def canonical(name: str) -> str:
-    """PEP 503's normalised name: Pillow, pillow and PIL-low are one project on the index (each run of '-', '_'
-    and '.' one '-', lower case; in string operations: a regular expression costs start-up time to compile)."""
-    name = name.replace("_", "-").replace(".", "-")
-    while "--" in name:
-        name = name.replace("--", "-")
-    return name.lower()
+    """PEP 503's normalised name: Pillow, pillow and PIL-low are one project on the index."""
+    return canonicalize_name(name)
 
 
 def known(package: str) -> bool:
@@ -111,23 +73,19 @@ def known(package: str) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _version(text: str):
-    from preflight import versions
-
+def _version(text: str) -> Optional[Version]:
     try:
-        return versions.parse(text)
-    except versions.InvalidVersion:
+        return Version(text)
+    except InvalidVersion:
         return None
 
 
 @functools.lru_cache(maxsize=None)
-def _specifier(text: str):
-    """A Requires-Python or pin specifier, parsed once (plain clauses without packaging.specifiers' cost)."""
-    from preflight.requirement import parse
-
+def _specifier(text: str) -> Optional[SpecifierSet]:
+    """A Requires-Python or pin specifier, parsed once."""
     try:
-        return parse(text)
-    except ValueError:
+        return SpecifierSet(text)
+    except InvalidSpecifier:
         return None
 
 
@@ -149,28 +107,25 @@ def has_wheel(record: Dict[str, Any], python: str, platform: str = DEFAULT_PLATF
 
 
 def _newest_first(package: str):
-    """(version, its text, its record marshalled), newest first: the file lists each package's releases oldest
-    first (the refresh script sorts them), so only as many versions are parsed as a question needs."""
-    versions, packed = _packages().get(canonical(package)) or ((), ())
-    for position in range(len(versions) - 1, -1, -1):
-        version = _version(versions[position])
+    """(version, its text, its record), newest first."""
+    releases = _packages().get(canonical(package)) or {}
+    for text in reversed(list(releases)):
+        version = _version(text)
         if version is not None:
-            yield version, versions[position], packed[position]
+            yield version, text, releases[text]
 
 
 def installable(requirement: str, python: str, platform: str = DEFAULT_PLATFORM) -> Optional[str]:
     """The newest release that satisfies ``requirement`` (``'Pillow<10'``) and has a wheel for ``python``; None when
     there is none (or the package is not in the snapshot)."""
-    from preflight.requirement import split
-
     try:
-        name, specifier = split(requirement)
-    except (ValueError, Exception):
+        wanted = Requirement(requirement)
+    except InvalidRequirement:
         return None
-    for version, text, packed in _newest_first(name):
-        if version.is_prerelease or not specifier.contains(version):
+    for version, text, record in _newest_first(wanted.name):
+        if version.is_prerelease or not wanted.specifier.contains(version, prereleases=True):
             continue
-        if has_wheel(_unpack(packed), python, platform):
+        if has_wheel(record, python, platform):
             return text
     return None
 
@@ -194,5 +149,4 @@ def requires_torch(torchvision: str) -> Optional[str]:
 
 def releases(package: str) -> Dict[str, Any]:
     """Version -> record of every release of ``package``, oldest first (empty when it is not in the snapshot)."""
-    versions, packed = _packages().get(canonical(package)) or ((), ())
-    return {text: _unpack(record) for text, record in zip(versions, packed)}
+    return dict(_packages().get(canonical(package)) or {})

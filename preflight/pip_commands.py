@@ -15,6 +15,8 @@ import os
 import shlex
 from typing import Dict, List, Optional, Tuple
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 PINS_FILE = os.path.join("knowledge", "pins.toml")
 # pip install options that take a value (the value is not a requirement).
 _VALUED = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
@@ -156,11 +158,9 @@ def _install_of(segment: str) -> Optional[Install]:
 
 
 def _name(requirement: str) -> str:
-    from preflight.requirement import split
-
     try:
-        return split(requirement)[0]
-    except ValueError:
+        return Requirement(requirement).name
+    except InvalidRequirement:
         return requirement
 
 

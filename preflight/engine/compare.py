@@ -15,7 +15,10 @@ import re
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-from preflight import units, versions
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from preflight import units
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
 MAX_PATTERN_TEXT = 4096  # characters of a fact a 'pattern' rule looks at
@@ -89,8 +92,8 @@ def _version(raw: Any):
     if len(str(raw)) > 64:
         raise ValueError("%s is too long to be a version" % quoted(raw))
     try:
-        return versions.parse(raw)
-    except ValueError:
+        return Version(str(raw).strip())
+    except InvalidVersion:
         raise ValueError("%s is not a version" % quoted(raw))
 
 
@@ -413,20 +416,20 @@ class PackageSpec(NamedTuple):
 
 
 def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> PackageSpec:
-    from preflight.requirement import parse, words
-
     try:
-        name, extras, spec_text = words(text)
-    except ValueError:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        name = re.match(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*", text)
+        rest = text[name.end():].strip() if name else ""
+        if rest:
+            raise ValueError("%r: %r is not a version specifier (such as >=1.18 or <2.4)" % (text, rest))
         raise ValueError("%r is not a package name (optionally with a version such as numpy>=1.18)" % (text,))
-    if extras:
-        raise ValueError("%r: extras (%s) are not checked; name the package and its version only" % (text, extras))
-    specifier = None
-    if spec_text:
-        try:
-            specifier = parse(spec_text)
-        except ValueError:
-            raise ValueError("%r: %r is not a version specifier" % (text, spec_text))
+    if requirement.extras or requirement.url or requirement.marker:
+        raise ValueError("%r: extras, URLs and markers are not checked; name the package and its version only"
+                         % (text,))
+    name = requirement.name
+    spec_text = str(requirement.specifier)
+    specifier = requirement.specifier if spec_text else None
     info = known.get(name, {})
     import_name = info.get("import") or name.lower().replace("-", "_")
     if not isinstance(import_name, str) or not _module_name(import_name):
@@ -511,9 +514,9 @@ class PresentComparison(Comparison):
         version = found.get("version")
         if spec.specifier is not None and version is not None:
             try:
-                if not spec.specifier.contains(versions.parse(version)):
+                if not spec.specifier.contains(Version(version), prereleases=True):
                     return "mismatched", "%s %s does not satisfy %s" % (spec.name, version, spec.specifier)
-            except versions.InvalidVersion:
+            except InvalidVersion:
                 return None
         return None
 

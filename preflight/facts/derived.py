@@ -11,13 +11,15 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from preflight import knowledge, versions
+from packaging.version import InvalidVersion, Version
+
+from preflight import knowledge
 
 
-def _version(text):
+def _version(text) -> Optional[Version]:
     try:
-        return versions.parse(text)
-    except (versions.InvalidVersion, TypeError):
+        return Version(str(text).strip())
+    except InvalidVersion:
         return None
 
 
@@ -59,7 +61,7 @@ def cuda_compat(driver_version: Optional[str], driver_cuda: Optional[str], torch
         return "ok", details
     floor = knowledge.MINOR_VERSION_COMPAT_DRIVER.get(need[0])
     driver = _version(driver_version)
-    if have[0] == need[0] and floor and driver is not None and driver >= versions.parse(floor):
+    if have[0] == need[0] and floor and driver is not None and driver >= Version(floor):
         return "minor_version_compat", details
     return "driver_too_old", details
 

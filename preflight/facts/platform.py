@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
+from packaging.version import InvalidVersion, Version
+
 from preflight import inventory
 from preflight.facts.view import SnapshotView, Unknown
 
@@ -70,12 +72,10 @@ def _machine_gpus(facts: Optional[SnapshotView]):
 
 def _compare(first: Optional[str], second: Optional[str]) -> Optional[int]:
     """1, 0 or -1 as driver version ``first`` is newer, equal or older than ``second``; None when either is missing."""
-    from preflight import versions
-
     if not first or not second:
         return None
     try:
-        a, b = versions.parse(first), versions.parse(second)
-    except versions.InvalidVersion:
+        a, b = Version(first), Version(second)
+    except InvalidVersion:
         return None
     return (a > b) - (a < b)
