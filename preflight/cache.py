@@ -1,38 +1,26 @@
-"""preflight's cache folder, and what is kept in it: parsed rule files, torch's architectures, GPU counters.
+"""preflight's cache folder, and what is kept in it: torch's architectures, GPU counters, the drains it set.
 
 The folder is PREFLIGHT_CACHE_DIR, else $XDG_CACHE_HOME/preflight, else
 ~/.cache/preflight. Everything in it can be deleted at any time; a missing,
 unwritable or damaged cache only costs time.
 
-What the cache says is believed (a parsed rule file, whether torch has kernels
+What the cache says is believed (whether torch has kernels
 for this GPU), so only its owner may write it: the folder must be a real folder
 (not a link) owned by the user preflight runs as, with mode 0700. A folder of
 ours that is looser is tightened; one owned by someone else, or a link, turns
 the cache off for the run, with one warning. Entries are written through a
 temporary file created with O_EXCL|O_NOFOLLOW under a random name and renamed
 over the entry, and read without following links.
-
-Rule files are TOML, and TOML is parsed in pure Python: parsing the default
-rules was the largest part of ``preflight check``'s start-up. A parsed file
-(a rule file, or a large JSON knowledge file such as the package index) is kept
-in marshal's format, which Python reads several times faster than JSON, under a
-key made of its length and two checksums of its bytes (CRC-32 and Adler-32) and
-the Python version that wrote it, so an edited file is simply a new entry and a
-cached one is not stale. (Not a cryptographic hash: importing hashlib alone
-costs about 3 ms of start-up; the folder's ownership and mode are what keep
-others out, as they do for the marshal-format .pyc files Python caches.)
 """
 
 from __future__ import annotations
 
-import marshal
+import json
 import os
 import stat
 import sys
-import zlib
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Dict, Optional
 
-_PARSED = "parsed/2"
 _CANNOT_CREATE = "cannot create it"
 _checked: Dict[str, Optional[str]] = {}  # folder -> None when usable, else why not (told once)
 
@@ -87,54 +75,6 @@ def entry_path(*parts: str) -> Optional[str]:
     return None if folder is None else os.path.join(folder, *parts)
 
 
-def content_key(data: bytes) -> str:
-    """A key for these exact bytes: their length and two checksums (see the module's note on hashlib)."""
-    return "%d-%08x-%08x" % (len(data), zlib.crc32(data) & 0xFFFFFFFF, zlib.adler32(data) & 0xFFFFFFFF)
-
-
-def parsed(data: bytes, parse: Callable[[bytes], Any], kind: str = "rules", key: Optional[str] = None) -> Any:
-    """``parse(data)`` of a file's bytes, from the cache when this exact content was parsed before by this Python
-    (a TOML rule file, a JSON knowledge file); what marshal cannot keep (a TOML date) is not cached. ``kind`` names
-    what ``parse`` makes of the bytes: one file parsed two ways is two entries. ``key``: ``content_key(data)``,
-    when the caller has it already."""
-    digest = key or content_key(data)
-    path = entry_path(kind, digest[-2:], "%s.py%d%d.marshal" % ((digest,) + tuple(sys.version_info[:2])))
-    cached = _read(path)
-    if cached is not None:
-        try:
-            entry = marshal.loads(cached)
-        except (EOFError, ValueError, TypeError):
-            entry = None
-        if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == _PARSED:
-            return entry[1]
-    result = parse(data)
-    if path:
-        try:
-            _write(path, marshal.dumps((_PARSED, result)))
-        except ValueError:  # a value marshal cannot write
-            pass
-    return result
-
-
-def parsed_toml(data: bytes, parse: Callable[[str], Dict[str, Any]], key: Optional[str] = None) -> Dict[str, Any]:
-    """``parse(text)`` of a rule file's bytes, from the cache when this exact content was parsed before."""
-    return parsed(data, lambda raw: parse(raw.decode("utf-8")), "rules", key)
-
-
-_VALIDATED = "validated/2"
-
-
-def validated(key: str) -> bool:
-    """Whether the rule files ``key`` names (their contents, with this preflight) were once validated in full."""
-    return _read(entry_path("validated", key[-2:], key)) == _VALIDATED.encode()
-
-
-def remember_validated(key: str) -> None:
-    path = entry_path("validated", key[-2:], key)
-    if path:
-        _write(path, _VALIDATED.encode())
-
-
 def _read(path: Optional[str]) -> Optional[bytes]:
     """An entry's bytes, or None when it is missing or a link."""
     if not path:
@@ -155,8 +95,6 @@ def read_json(path: Optional[str]) -> Any:
     data = _read(path)
     if data is None:
         return None
-    import json  # here, not at the top: the rule files' entries need no JSON, and it costs start-up time
-
     try:
         return json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError):
@@ -168,8 +106,6 @@ def write_json(path: Optional[str], data: Any) -> None:
     folder that cannot be written is skipped: a missing cache entry only costs time."""
     if not path:
         return
-    import json
-
     try:
         text = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError, RecursionError):

@@ -40,15 +40,11 @@ def lookup(name: Optional[str]) -> Optional[Datasheet]:
 
 
 def _load() -> Dict[str, Datasheet]:
-    from preflight import input_files
-    from preflight.cache import parsed_toml
-    from preflight.errors import PreflightError
-    from preflight.shipped import data_dir
+    from preflight.shipped import data_dir, knowledge
     from preflight.toml_entries import Entry
 
     path = os.path.join(data_dir(), DATA_FILE)
-    data = parsed_toml(input_files.read_bytes(path, "GPU datasheets %s" % path, PreflightError),
-                       input_files.parse_toml)
+    data = knowledge(DATA_FILE, "GPU datasheets")
     found: Dict[str, Datasheet] = {}
     for index, raw in enumerate(data.get("gpu", [])):
         entry = Entry(raw, path, ("gpu", index), "[[gpu]] %d" % (index + 1))

@@ -9,10 +9,16 @@ the caller's error class, naming the file and saying what to do.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
 from typing import Any, Callable, Optional
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 from preflight.errors import PreflightError
 
@@ -98,8 +104,6 @@ def _reject_constant(name: str) -> Any:
 
 def parse_json(text: str, what: str, error: Callable[..., PreflightError], hint: str = "") -> Any:
     """JSON as the standard says it: NaN and Infinity are refused; nesting too deep is an error, not a crash."""
-    import json  # here: a node check on a live machine reads no JSON, and the module costs start-up time
-
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
@@ -109,12 +113,7 @@ def parse_json(text: str, what: str, error: Callable[..., PreflightError], hint:
 
 
 def parse_toml(text: str, what: str = "a TOML file") -> Any:
-    """TOML text -> data; ValueError says what is wrong. tomllib (tomli before 3.11) is imported only here: a
-    parsed file is usually served from the cache (cache.parsed_toml), and the import costs start-up time."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:
-        import tomli as tomllib
+    """TOML text -> data; ValueError says what is wrong."""
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -124,13 +123,7 @@ def parse_toml(text: str, what: str = "a TOML file") -> Any:
 
 
 def load_json(path: str, what: str, error: Callable[..., PreflightError], hint: str = "", allow_stdin: bool = False,
-              limit: int = MAX_BYTES, cached: bool = False) -> Any:
-    """``cached``: a large file read often (the package index, an NVML recording) is parsed once per content and
-    served from the cache after that (cache.parsed)."""
+              limit: int = MAX_BYTES) -> Any:
     data = read_bytes(path, what, error, hint, allow_stdin, limit)
-    if cached and not (path == "-" and allow_stdin):
-        from preflight import cache
-
-        return cache.parsed(data, lambda raw: parse_json(_text(raw, what, error, hint), what, error, hint), "json")
     return parse_json(_text(data, what, error, hint), what, error, hint)
 

@@ -33,14 +33,9 @@ _loaded: Optional[Dict[str, str]] = None
 def _alternatives() -> Dict[str, str]:
     global _loaded
     if _loaded is None:
-        from preflight import input_files
-        from preflight.cache import parsed_toml
-        from preflight.errors import PreflightError
-        from preflight.shipped import data_dir
+        from preflight.shipped import knowledge
 
-        path = os.path.join(data_dir(), PINS_FILE)
-        raw = input_files.read_bytes(path, "pin knowledge %s" % path, PreflightError)
-        data = parsed_toml(raw, input_files.parse_toml)
+        data = knowledge(PINS_FILE, "pin knowledge")
         _loaded = {entry["requirement"]: entry["instead"] for entry in data.get("pin", [])}
     return _loaded
 

@@ -1,11 +1,25 @@
-"""Where the data that ships with preflight lives: the default rules, fixes, failure catalog and knowledge files."""
+"""The data that ships with preflight: where it lives (the default rules, fixes, failure catalog and knowledge
+files), its parse, and its date.
+
+Parsing TOML is pure Python and was most of a check's start-up; a fresh container has no cache to remember a parse
+in. So every shipped TOML file is parsed when preflight is released: ``scripts/make_parsed_rules.py`` writes
+``rules/parsed.json`` (each file's SHA-256 and its tables), which ships beside the files, and a test keeps it equal
+to them. A file whose bytes are not the ones parsed then (a checkout being edited) is parsed as it is now; any
+other TOML file (``--rules``, the site configuration) is always parsed when it is read.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
-from typing import Optional
+from typing import Any, Callable, Dict, Optional
 
+from preflight import input_files
 from preflight.errors import PreflightError
+
+PARSED = "parsed.json"
 
 
 def data_dir() -> str:
@@ -19,6 +33,61 @@ def data_dir() -> str:
         return checkout
     raise PreflightError("the default rules are missing from this installation (%s)" % installed,
                          "reinstall preflight: pip install --force-reinstall preflight")
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed() -> Dict[str, Any]:
+    """Shipped file (its path under the data folder) -> {"sha256": of its bytes, "data": its tables}; empty when the
+    parse is missing or damaged (every file is then parsed when read). Callers never change what it holds."""
+    try:
+        with open(os.path.join(data_dir(), PARSED), "rb") as handle:
+            files = json.loads(handle.read()).get("files")
+    except (OSError, ValueError, AttributeError, PreflightError):
+        return {}
+    return files if isinstance(files, dict) else {}
+
+
+def read_toml(path: str, what: str, error: Callable[..., PreflightError], kind: str = "a TOML file",
+              limit: int = input_files.MAX_BYTES) -> Dict[str, Any]:
+    """The tables of the TOML file at ``path``: a shipped file's from its release-time parse when its bytes are the
+    ones parsed, else parsed now. ``error(message, hint)`` makes the exception for a file that cannot be read;
+    ValueError says why one is not TOML (``kind`` names what it should be)."""
+    raw = input_files.read_bytes(path, what, error, limit=limit)
+    shipped = _parsed().get(os.path.relpath(os.path.abspath(path), data_dir()).replace(os.sep, "/"))
+    if shipped is not None and shipped.get("sha256") == hashlib.sha256(raw).hexdigest():
+        return shipped["data"]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError("not UTF-8 text (%s)" % exc)
+    return input_files.parse_toml(text, kind)
+
+
+def knowledge(name: str, what: str) -> Dict[str, Any]:
+    """A shipped knowledge file's tables (``name`` under the data folder, e.g. knowledge/xid.toml); a missing or
+    broken one is exit 2 with the advice to reinstall."""
+    path = os.path.join(data_dir(), name)
+    hint = "reinstall preflight: the file ships with it"
+    try:
+        return read_toml(path, "%s %s" % (what, path), PreflightError)
+    except ValueError as exc:
+        raise PreflightError("%s %s: %s" % (what, path, exc), hint)
+
+
+def parse_all() -> Dict[str, Any]:
+    """What ``rules/parsed.json`` holds: every TOML file under the data folder, parsed now."""
+    folder = data_dir()
+    files = {}
+    for root, _, names in sorted(os.walk(folder)):
+        for name in sorted(names):
+            if name.endswith(".toml"):
+                path = os.path.join(root, name)
+                with open(path, "rb") as handle:
+                    raw = handle.read()
+                files[os.path.relpath(path, folder).replace(os.sep, "/")] = {
+                    "sha256": hashlib.sha256(raw).hexdigest(),
+                    "data": input_files.parse_toml(raw.decode("utf-8"), path)}
+    return {"format": 1, "files": files}
 
 
 RECORDINGS = "recordings"  # NVML recordings of real and synthetic machines, shipped for --nvml-fixture NAME
@@ -56,8 +125,8 @@ def as_of() -> Optional[str]:
     """YYYY-MM-DD: when the package and driver knowledge (rules/knowledge/) was last taken; None when the file is
     missing. Read on every run (the snapshot and the report carry it)."""
     try:
-        with open(os.path.join(data_dir(), "knowledge", "as-of.txt"), "rb") as handle:
-            text = handle.read(64).decode("ascii").strip()  # not open(encoding=): that imports the codec's module
+        with open(os.path.join(data_dir(), "knowledge", "as-of.txt"), encoding="ascii") as handle:
+            text = handle.read(64).strip()
     except (OSError, ValueError, PreflightError):
         return None
     parts = text.split("-")

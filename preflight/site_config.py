@@ -137,14 +137,13 @@ def load(path: Optional[str]) -> Config:
     if path is None:
         return Config(None, ())
     from preflight import input_files
-    from preflight.cache import parsed_toml
 
     def error(message: str, hint: str = "") -> ConfigError:
         return ConfigError(message, hint or "see docs/configuration.md: Site configuration")
 
     raw = input_files.read_bytes(path, "configuration file %s" % path, error, limit=CONFIG_LIMIT)
     try:
-        data = parsed_toml(raw, lambda text: input_files.parse_toml(text, "a configuration file"))
+        data = input_files.parse_toml(raw.decode("utf-8"), "a configuration file")
     except UnicodeDecodeError as exc:
         raise error("%s: not UTF-8 text (%s)" % (path, exc))
     except ValueError as exc:

@@ -145,14 +145,9 @@ def _version(text: Any) -> Version:
 
 
 def _load() -> Catalog:
-    from preflight import input_files
-    from preflight.cache import parsed_toml
-    from preflight.errors import PreflightError
-    from preflight.shipped import data_dir
+    from preflight.shipped import knowledge
 
-    path = os.path.join(data_dir(), DATA_FILE)
-    raw = input_files.read_bytes(path, "wheel data %s" % path, PreflightError)
-    data = parsed_toml(raw, input_files.parse_toml)
+    data = knowledge(DATA_FILE, "wheel data")
     releases = {}
     for entry in data["release"]:
         torch = _version(entry["torch"])

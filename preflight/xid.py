@@ -41,14 +41,11 @@ def describe(xid: int) -> Xid:
 
 
 def _load() -> Dict[int, Xid]:
-    from preflight import input_files
-    from preflight.cache import parsed_toml
     from preflight.errors import PreflightError
-    from preflight.shipped import data_dir
+    from preflight.shipped import data_dir, knowledge
 
     path = os.path.join(data_dir(), DATA_FILE)
-    data: Dict[str, Any] = parsed_toml(input_files.read_bytes(path, "Xid catalogue %s" % path, PreflightError),
-                                       input_files.parse_toml)
+    data: Dict[str, Any] = knowledge(DATA_FILE, "Xid catalogue")
     unlisted = data.get("unlisted")
     if not isinstance(unlisted, dict) or unlisted.get("kind") not in KINDS or not all(
             isinstance(unlisted.get(key), str) for key in ("name", "action")):

@@ -223,42 +223,6 @@ def test_docs_rules_md_is_generated_from_the_rules():
         "docs/rules.md is stale: regenerate with  python -m preflight rules --format markdown > docs/rules.md"
 
 
-def test_parsed_rule_files_are_cached_by_content(tmp_path, monkeypatch):
-    import glob
-    import os
-
-    from preflight.engine import loader as rule_loader
-
-    monkeypatch.setenv("PREFLIGHT_CACHE_DIR", str(tmp_path / "cache"))
-    first = rule_loader.load()
-    entries = glob.glob(str(tmp_path / "cache" / "rules" / "*" / "*.marshal"))
-    assert len(entries) == len(first.files)
-
-    def no_parsing(text):
-        raise AssertionError("parsed again although cached")
-
-    monkeypatch.setattr(rule_loader, "parse_toml", no_parsing)
-    again = rule_loader.load()  # every file from the cache
-    assert list(again.rules) == list(first.rules)
-    assert [r.resolve("train").expected for r in again.rules.values() if "train" in r.profiles] == \
-        [r.resolve("train").expected for r in first.rules.values() if "train" in r.profiles]
-    monkeypatch.undo()
-    monkeypatch.setenv("PREFLIGHT_CACHE_DIR", str(tmp_path / "cache"))
-    # A damaged entry (cut short, or not marshal's format at all) is a miss; an edited file is a new entry.
-    with open(entries[0], "rb") as whole:
-        data = whole.read()
-    for damage in (data[:len(data) // 2], b"{not marshal"):
-        with open(entries[0], "wb") as damaged:
-            damaged.write(damage)
-        assert list(rule_loader.load().rules) == list(first.rules)
-    site = tmp_path / "site.toml"
-    site.write_text('[[rule]]\nid = "site.x"\ntitle = "x"\nfact = "visibility.count"\ncompare = "number"\nmin = 1\n')
-    assert rule_loader.load([str(site)]).rules["site.x"].resolve(None).expected == ">= 1"
-    site.write_text(site.read_text().replace("min = 1", "min = 2"))
-    assert rule_loader.load([str(site)]).rules["site.x"].resolve(None).expected == ">= 2"
-    assert os.path.isdir(str(tmp_path / "cache" / "rules"))
-
-
 def test_every_source_cites_a_public_document():
     from preflight.engine import loader as rule_loader
 
@@ -302,25 +266,3 @@ def test_writing_rules_names_every_condition():
     text = (REPO / "docs" / "writing-rules.md").read_text()
     listed = text.split("- **Conditions** (`when = [...]`):", 1)[1].split("A rule whose condition", 1)[0]
     assert set(re.findall(r"`(\w+)`", listed)) == set(CONDITIONS)
-
-
-def test_large_json_knowledge_is_parsed_once_per_content(tmp_path, monkeypatch):
-    from preflight import input_files
-    from preflight.errors import PreflightError
-
-    monkeypatch.setenv("PREFLIGHT_CACHE_DIR", str(tmp_path / "cache"))
-    path = tmp_path / "index.json"
-    path.write_text('{"packages": {"torch": {"2.13.0": {"requires_python": ">=3.10"}}}}')
-    first = input_files.load_json(str(path), "index", PreflightError, cached=True)
-    monkeypatch.setattr(input_files, "parse_json", lambda *args: (_ for _ in ()).throw(AssertionError("parsed again")))
-    assert input_files.load_json(str(path), "index", PreflightError, cached=True) == first
-    monkeypatch.undo()
-    monkeypatch.setenv("PREFLIGHT_CACHE_DIR", str(tmp_path / "cache"))
-    path.write_text('{"packages": {}}')  # new content: parsed afresh
-    assert input_files.load_json(str(path), "index", PreflightError, cached=True) == {"packages": {}}
-    path.write_bytes(b'{"bad": "\xff"}')  # the same errors as without the cache
-    with pytest.raises(PreflightError, match="index: not UTF-8 text"):
-        input_files.load_json(str(path), "index", PreflightError, cached=True)
-    path.write_text('{"x": NaN}')
-    with pytest.raises(PreflightError, match="index: not valid JSON"):
-        input_files.load_json(str(path), "index", PreflightError, cached=True)

@@ -184,20 +184,24 @@ def test_a_cache_folder_owned_by_someone_else_turns_caching_off_with_one_warning
     assert len((tmp_path / "imports.log").read_text().split()) == 2  # nothing cached: asked twice
 
 
-def test_a_cache_folder_that_is_a_link_is_not_used(tmp_path):
+def test_a_cache_folder_that_is_a_link_is_not_used(tmp_path, fake_env):
+    env = fake_env()
+    env.add_torch()
     real = tmp_path / "real"
     real.mkdir(mode=0o700)
     link = tmp_path / "cache"
     link.symlink_to(real)
-    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, env={"PREFLIGHT_CACHE_DIR": str(link)})
+    completed = _arch_check(env, link)
     assert completed.returncode == 0 and "it is a symbolic link; caching is off" in completed.stderr
     assert os.listdir(str(real)) == []
 
 
-def test_a_cache_folder_of_ours_that_others_can_read_is_made_private(tmp_path):
+def test_a_cache_folder_of_ours_that_others_can_read_is_made_private(tmp_path, fake_env):
+    env = fake_env()
+    env.add_torch()
     cache = tmp_path / "cache"
     cache.mkdir()
     cache.chmod(0o777)
-    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, env={"PREFLIGHT_CACHE_DIR": str(cache)})
+    completed = _arch_check(env, cache)
     assert completed.returncode == 0 and "not using the cache" not in completed.stderr
-    assert stat.S_IMODE(cache.stat().st_mode) == 0o700 and sorted(os.listdir(str(cache))) == ["json", "rules", "validated"]
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700 and os.listdir(str(cache)) == ["torch-arch-flags.json"]

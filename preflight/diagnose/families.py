@@ -70,14 +70,11 @@ def load_table(name: str, rows_key: str) -> Table:
     """rules/knowledge/<name>.toml and its [[<rows_key>]] rows (read once per process)."""
     if (name, rows_key) in _tables:
         return _tables[(name, rows_key)]
-    from preflight import input_files
-    from preflight.cache import parsed_toml
     from preflight.errors import PreflightError
-    from preflight.shipped import data_dir
+    from preflight.shipped import data_dir, knowledge
 
     path = os.path.join(data_dir(), KNOWLEDGE, name + ".toml")
-    data = parsed_toml(input_files.read_bytes(path, "knowledge table %s" % path, PreflightError),
-                       input_files.parse_toml)
+    data = knowledge(os.path.join(KNOWLEDGE, name + ".toml"), "knowledge table")
     rows = data.get(rows_key)
     if not isinstance(rows, list) or not rows or not all(isinstance(row, dict) for row in rows):
         raise PreflightError("knowledge table %s has no [[%s]] rows" % (path, rows_key))

@@ -12,7 +12,6 @@ from preflight.engine.fix import Fix
 from preflight.errors import RuleFileError, close_matches
 from preflight.toml_entries import Entry, Table
 
-# Patterns as text, compiled (and cached by re) at their first use, which a load of trusted files never makes.
 ENTRY_ID = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$"
 FIX_ID = r"^[a-z][a-z0-9_.-]*$"
 FIX_KEYS = {"id", "title", "steps", "commands"}
@@ -22,15 +21,12 @@ class EntryReader(Entry):
     """An entry of a rule file (preflight.toml_entries.Entry) that may name fixes and placeholders."""
 
     def __init__(self, raw: Dict[str, Any], path: str, kind: str, entry_id: str,
-                 warnings: List[str], fixes: Dict[str, Fix], table: Table = (), trusted: bool = False) -> None:
+                 warnings: List[str], fixes: Dict[str, Fix], table: Table = ()) -> None:
         super().__init__(raw, path, table, "%s '%s'" % (kind, entry_id) if entry_id else "")
         self.kind = kind
         self.entry_id = entry_id
         self.warnings = warnings
         self.fixes = fixes
-        # These exact files were validated in full by this preflight before (loader): checks that cannot find
-        # anything new (placeholders, every profile's parameters, the examples) are skipped.
-        self.trusted = trusted
 
     def error(self, problem: str, hint: str = "", key: Optional[str] = None) -> RuleFileError:
         return RuleFileError(self.path, problem, self.entry_id, hint=hint, kind=self.kind, line=self.line(key))
@@ -51,8 +47,6 @@ class EntryReader(Entry):
         return [item if isinstance(item, str) else tuple(item) for item in value]
 
     def check_placeholders(self, texts: Iterable[str], allowed: set, what: str) -> None:
-        if self.trusted:
-            return
         for text in texts:
             unknown = sorted(template.placeholders(text) - allowed)
             if unknown:
@@ -73,19 +67,18 @@ class EntryReader(Entry):
 
 
 def entry_reader(raw: Dict[str, Any], path: str, kind: str, warnings: List[str], fixes: Dict[str, Fix],
-                 table: Table = (), pattern=ENTRY_ID, example: str = "dotted lowercase words, e.g. 'gpu.memory'",
-                 trusted: bool = False) -> EntryReader:
-    """A reader for one entry (the ``table``-th of its kind in the file); its id must match ``pattern`` (checked
-    unless the files are ``trusted``: validated in full before)."""
+                 table: Table = (), pattern=ENTRY_ID, example: str = "dotted lowercase words, e.g. 'gpu.memory'"
+                 ) -> EntryReader:
+    """A reader for one entry (the ``table``-th of its kind in the file); its id must match ``pattern``."""
     plain = EntryReader(raw, path, kind, "", warnings, fixes, table)
     entry_id = plain.string("id", required=True)
-    if not trusted and not re.match(pattern, entry_id):
+    if not re.match(pattern, entry_id):
         raise plain.error("%s id %r must be %s" % (kind, entry_id, example), key="id")
-    return EntryReader(raw, path, kind, entry_id, warnings, fixes, table, trusted)
+    return EntryReader(raw, path, kind, entry_id, warnings, fixes, table)
 
 
 def build_fix(reader: EntryReader, fix_id: str, allowed: set) -> Fix:
-    if not reader.trusted and not re.match(FIX_ID, fix_id):
+    if not re.match(FIX_ID, fix_id):
         raise reader.error("fix id %r must be lowercase letters, digits, '-', '_' or '.'" % fix_id)
     reader.check_keys(FIX_KEYS, "a fix")
     fix = Fix(fix_id, reader.string("title", required=True), reader.lines("steps"), reader.lines("commands"),

@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from preflight import cache
+from preflight import shipped
 from preflight.engine.compare import COMPARISONS
 from preflight.engine.fields import EntryReader, build_fix, entry_reader
 from preflight.engine.fix import Fix
@@ -42,8 +42,6 @@ class RuleSet:
         self.gpus: Dict[str, Any] = {}
         self.warnings: List[str] = []
         self.files: List[str] = []
-        self.trusted = False  # these exact files were validated in full before (cache.validated)
-        self.contents: List[str] = []  # each file read: its path and a key of its bytes
 
     def log_entries(self) -> List[Any]:
         """What diagnose looks for in a log: the known failures, then the families."""
@@ -59,9 +57,7 @@ class RuleSet:
 
 
 def default_rules_dir() -> str:
-    from preflight.shipped import data_dir
-
-    return data_dir()
+    return shipped.data_dir()
 
 
 def rule_files(path: str) -> List[str]:
@@ -95,8 +91,6 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
     ruleset = RuleSet()
     parsed = [[(path, _read_toml(path, ruleset)) for path in files] for files in layers]
     wanted = {"failures": failures, "capacity": capacity, "smoke": smoke}
-    validation = _validation_key(ruleset.contents, layers, wanted)
-    ruleset.trusted = cache.validated(validation)
     # Fixes first: rules and failures in any layer may name a fix from any layer.
     for kind, attribute, builder, needs in ENTRY_KINDS:
         if needs is None or wanted[needs]:
@@ -115,8 +109,6 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
                                     % (package, other, close_matches(other, ruleset.rules)), rule.id)
     for files in layers:
         ruleset.files.extend(files)
-    if not ruleset.trusted:
-        cache.remember_validated(validation)
     return ruleset
 
 
@@ -133,27 +125,6 @@ ENTRY_KINDS = (
     ("gpu", "gpus", "preflight.engine.capacity_entries:build_gpu", "capacity"),
 )
 _TOP_LEVEL = tuple(kind for kind, _, _, _ in ENTRY_KINDS) + ("schema",)
-
-
-def _validation_key(contents: List[str], layers: List[List[str]], wanted: Dict[str, bool]) -> str:
-    """What a full validation of these files depends on: their bytes and order, the kinds asked for, and this
-    preflight (its facts, comparisons and placeholders)."""
-    from preflight import __version__
-
-    code = []  # the code that validates: an edited checkout of the same version must validate again
-    for module in ("engine/loader.py", "engine/fields.py", "engine/compare.py", "engine/model.py",
-                   "engine/placeholders.py", "facts/registry.py", "toml_entries.py"):
-        try:
-            info = os.stat(os.path.join(_PACKAGE, module))
-            code.append("%d:%d" % (info.st_size, info.st_mtime_ns))
-        except OSError:
-            code.append("?")
-    shape = "%s|%s|%s|%s|%s" % (__version__, code, sorted(wanted.items()), [len(files) for files in layers],
-                                contents)
-    return cache.content_key(shape.encode("utf-8", "surrogateescape"))
-
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _builder(reference: str):
@@ -179,25 +150,12 @@ def _add_entries(ruleset: RuleSet, parsed, kind: str, into: Dict[str, Any], buil
 RULE_FILE_LIMIT = 16 << 20
 
 
-def parse_toml(text: str) -> Dict[str, Any]:
-    from preflight.input_files import parse_toml as parse
-
-    return parse(text, "a rule file")
-
-
 def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
-    from preflight import input_files
-
     def error(message: str, hint: str = "") -> RuleFileError:
         return RuleFileError(path, message[len(path):].lstrip(": ") or message, hint=hint)
 
-    raw = input_files.read_bytes(path, path, error, limit=RULE_FILE_LIMIT)
-    key = cache.content_key(raw)
-    ruleset.contents.append("%s %s" % (path, key))
     try:
-        data = cache.parsed_toml(raw, parse_toml, key)
-    except UnicodeDecodeError as exc:
-        raise RuleFileError(path, "not UTF-8 text (%s)" % exc)
+        data = shipped.read_toml(path, path, error, "a rule file", RULE_FILE_LIMIT)
     except ValueError as exc:
         raise RuleFileError(path, str(exc))
     top = EntryReader(data, path, "file", "", ruleset.warnings, ruleset.fixes)
@@ -214,12 +172,12 @@ def _tables(data: Dict[str, Any], key: str, path: str) -> List[Dict[str, Any]]:
 
 
 def build_fix_entry(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Fix:
-    entry = EntryReader(raw, path, "fix", "", ruleset.warnings, ruleset.fixes, table, ruleset.trusted)
+    entry = EntryReader(raw, path, "fix", "", ruleset.warnings, ruleset.fixes, table)
     return build_fix(entry, entry.string("id", required=True), all_placeholders())
 
 
 def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Rule:
-    entry = entry_reader(raw, path, "rule", ruleset.warnings, ruleset.fixes, table, trusted=ruleset.trusted)
+    entry = entry_reader(raw, path, "rule", ruleset.warnings, ruleset.fixes, table)
     rule_id = entry.entry_id
     compare_name = raw.get("compare")
     entry.check_keys(_RULE_KEYS | set(COMPARISONS[compare_name].params if compare_name in COMPARISONS else ()),
@@ -288,7 +246,7 @@ def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Ru
                 pass_message, labels, fix, fixes_by_value, entry.string("why"), entry.string("source"), path, examples,
                 warn_only, entry.integer("fix_order", 0, 100000, default=DEFAULT_FIX_ORDER), answers)
     # A profile without overrides resolves exactly as the rule is written: checking None covers it.
-    for profile in () if entry.trusted else (None,) + tuple(p for p in profiles if p in profile_params):
+    for profile in (None,) + tuple(p for p in profiles if p in profile_params):
         validate_params(rule, profile, entry.error)
     return rule
 
@@ -344,9 +302,6 @@ EXAMPLE_STATUSES = ("pass", "warn", "fail", "skip", "error")
 
 
 def _examples(entry: EntryReader, profiles: Tuple[str, ...]) -> Tuple[Dict[str, Any], ...]:
-    if entry.trusted:
-        return tuple(dict(example, profile=example.get("profile", profiles[0]))
-                     for example in entry.raw.get("examples", []))
     examples = []
     for index, reader in enumerate(entry.tables("examples")):
         entry, example, where = reader, reader.raw, "examples[%d]" % index

@@ -160,7 +160,7 @@ def load_fixture(path: str) -> Dict[str, Any]:
     hint = "an NVML fixture is a JSON recording in the nvml-fixture/1 format: format, init, system, devices (docs/workstation.md: Replaying a machine; preflight/recordings/FORMAT.md)"
     from preflight import input_files
 
-    data = input_files.load_json(path, "NVML fixture %s" % path, FixtureError, hint, cached=True)
+    data = input_files.load_json(path, "NVML fixture %s" % path, FixtureError, hint)
     problems = []
     if not isinstance(data, dict):
         raise FixtureError("NVML fixture %s: the top level must be a JSON object" % path, hint)
