@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import click
 
@@ -327,40 +328,19 @@ def _show_version(context, parameter, value) -> None:
 
 # --- commands ---------------------------------------------------------------------------------
 
-_BUILDERS: Dict[str, Callable[[], click.Command]] = {}
-_SHORT: List[str] = []
-
-
-def lazy_command(name: str, short: bool = False) -> Callable:
-    """Register the function that declares command ``name``: it runs only when that command is used (or a help
-    listing names it), because declaring every command's options would cost each run its start-up time.
-
-    ``short``: the command finishes quickly over input of a bounded size, so it runs without Python's cyclic
-    collector (``preflight.__main__``); a command that runs long or reads unbounded input collects as usual."""
-    def register(build: Callable[[], click.Command]) -> Callable[[], click.Command]:
-        _BUILDERS[name] = build
-        if short:
-            _SHORT.append(name)
-        return build
-    return register
-
-
-def runs_short(argv: List[str]) -> bool:
-    """Whether this command line names a command declared ``short`` (its first word that is not an option: the
-    group itself takes no values)."""
-    return next((word for word in argv if not word.startswith("-")), "") in _SHORT
-
-
 class _Commands(click.Group):
+    """The group of COMMANDS, each declared only when it runs or a listing names it (click's documented lazy group):
+    declaring every command's options would cost each run its start-up time."""
+
     def list_commands(self, context) -> List[str]:
-        return sorted(_BUILDERS)
+        return sorted(COMMANDS)
 
     def get_command(self, context, name: str) -> Optional[click.Command]:
-        if name not in self.commands and name in _BUILDERS:
-            built = _BUILDERS[name]()
-            summary, examples = HELP[name]
-            built.short_help = summary
-            built.epilog = "\b\nExamples:\n" + "\n".join("  " + example for example in examples)
+        if name not in self.commands and name in COMMANDS:
+            entry = COMMANDS[name]
+            built = entry.build()
+            built.short_help = entry.summary
+            built.epilog = "\b\nExamples:\n" + "\n".join("  " + example for example in entry.examples)
             self.add_command(built, name)
         return self.commands.get(name)
 
@@ -398,7 +378,6 @@ def cli() -> None:
     """
 
 
-@lazy_command("check", short=True)
 def _build_check() -> click.Command:
     @click.command("check")
     @declare(CHECK)
@@ -425,7 +404,6 @@ def _build_check() -> click.Command:
     return check
 
 
-@lazy_command("smoke")
 def _build_smoke() -> click.Command:
     @click.command("smoke")
     @click.option("--format", "output_format", type=click.Choice(format_names("report")), default="text", show_default=True,
@@ -455,7 +433,6 @@ def _build_smoke() -> click.Command:
     return smoke
 
 
-@lazy_command("facts", short=True)
 def _build_facts() -> click.Command:
     @click.command("facts")
     @click.option("--list", "list_facts", is_flag=True, help="List the facts rules can read instead of collecting them.")
@@ -472,8 +449,7 @@ def _build_facts() -> click.Command:
     return facts
 
 
-@lazy_command("rules", short=True)
-def _build_list_rules() -> click.Command:
+def _build_rules() -> click.Command:
     @click.command("rules")
     @setting("profile", type=click.Choice(PROFILES), metavar=None, help="Only the rules of this profile.")
     @click.option("--format", "output_format", type=click.Choice(format_names("rules")), default="text",
@@ -487,7 +463,6 @@ def _build_list_rules() -> click.Command:
     return list_rules
 
 
-@lazy_command("explain", short=True)
 def _build_explain() -> click.Command:
     @click.command("explain")
     @click.argument("rule_id", shell_complete=_complete("explain"))
@@ -500,7 +475,6 @@ def _build_explain() -> click.Command:
     return explain
 
 
-@lazy_command("diagnose")
 def _build_diagnose() -> click.Command:
     @click.command("diagnose")
     @click.argument("log", required=False, metavar="[LOG|-]", shell_complete=_complete_files)
@@ -543,7 +517,6 @@ def _build_diagnose() -> click.Command:
     return diagnose
 
 
-@lazy_command("plan", short=True)
 def _build_plan() -> click.Command:
     @click.command("plan")
     @declare(workload_group(required=True))
@@ -592,7 +565,6 @@ def _build_plan() -> click.Command:
     return plan
 
 
-@lazy_command("fleet")
 def _build_fleet() -> click.Command:
     @click.command("fleet")
     @click.argument("paths", nargs=-1, required=True, metavar="PATH|URL|-...", shell_complete=_complete_files)
@@ -616,7 +588,6 @@ def _build_fleet() -> click.Command:
     return fleet
 
 
-@lazy_command("serve")
 def _build_serve() -> click.Command:
     @click.command("serve")
     @declare(CHECK_WITHOUT_FACTS)
@@ -641,7 +612,6 @@ def _build_serve() -> click.Command:
     return serve
 
 
-@lazy_command("schema", short=True)
 def _build_schema() -> click.Command:
     from preflight.commands.schema import DOCUMENTS
 
@@ -658,7 +628,6 @@ def _build_schema() -> click.Command:
     return schema
 
 
-@lazy_command("completion", short=True)
 def _build_completion() -> click.Command:
     @click.command("completion")
     @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
@@ -672,8 +641,7 @@ def _build_completion() -> click.Command:
     return completion
 
 
-@lazy_command("exec")
-def _build_exec_command() -> click.Command:
+def _build_exec() -> click.Command:
     @click.command("exec", context_settings={"allow_interspersed_args": False})
     @declare(CHECK)
     @click.option("--format", "output_format", type=click.Choice(["text", "json", "jsonl"]), default="text",
@@ -720,7 +688,6 @@ def _build_exec_command() -> click.Command:
     return exec_command
 
 
-@lazy_command("slurm", short=True)
 def _build_slurm() -> click.Command:
     @click.command("slurm")
     @declare(check_group("node", "auto"))
@@ -776,7 +743,6 @@ def _build_slurm() -> click.Command:
     return slurm
 
 
-@lazy_command("config", short=True)
 def _build_config() -> click.Command:
     @click.group("config")
     def config_group() -> None:
@@ -838,50 +804,59 @@ def _option_arity(command: click.Command):
     return arity
 
 
-# Each command's one-line summary (the command list) and its examples (the end of its --help); a test parses
-# every example with the real parser.
-HELP = {
-    "check": ("Check this machine and environment; a fix for every problem.", [
+class Command(NamedTuple):
+    """A command of the command line: the function that declares it (its click options; run only when the command
+    runs or a listing names it), its one-line summary for the command list, and the examples that end its --help
+    (a test parses every example with the real parser)."""
+
+    build: Callable[[], click.Command]
+    summary: str
+    examples: Tuple[str, ...]
+
+
+# Every command, once: help, completion and the command list are made from this table.
+COMMANDS: Dict[str, Command] = {
+    "check": Command(_build_check, "Check this machine and environment; a fix for every problem.", (
         "preflight check",
         "preflight check --profile node --format json --output report.json",
-        "preflight check --python ~/envs/yolov9/bin/python --workload yolov9-c --batch 16"]),
-    "completion": ("Print a shell completion script (bash, zsh, fish).", [
+        "preflight check --python ~/envs/yolov9/bin/python --workload yolov9-c --batch 16")),
+    "completion": Command(_build_completion, "Print a shell completion script (bash, zsh, fish).", (
         "preflight completion bash",
-        "preflight completion fish"]),
-    "config": ("Show or validate the site configuration; where each setting comes from.", [
+        "preflight completion fish")),
+    "config": Command(_build_config, "Show or validate the site configuration; where each setting comes from.", (
         "preflight config show", "preflight config show --host gpu01 --gpu 'NVIDIA H100 80GB HBM3'",
-        "preflight config validate /etc/preflight/config.toml"]),
-    "diagnose": ("Name what went wrong in a failed run's log, and how to fix it.", [
-        "preflight diagnose train.log", "preflight diagnose --format json runs/exp/train.log"]),
-    "exec": ("Check, then run a command in preflight's place (container entrypoints).", [
+        "preflight config validate /etc/preflight/config.toml")),
+    "diagnose": Command(_build_diagnose, "Name what went wrong in a failed run's log, and how to fix it.", (
+        "preflight diagnose train.log", "preflight diagnose --format json runs/exp/train.log")),
+    "exec": Command(_build_exec, "Check, then run a command in preflight's place (container entrypoints).", (
         "preflight exec -- python train_dual.py --batch-size 16 --data data/coco.yaml",
-        "preflight exec --retry-timeout 5m -- true"]),
-    "explain": ("Show one rule or known failure in full: what, why, source, fix.", [
-        "preflight explain gpu.health", "preflight explain cuda.oom"]),
-    "facts": ("Print what the probes see (JSON), or a block for bug reports.", [
-        "preflight facts --output facts.json", "preflight facts --format text"]),
-    "fleet": ("Many nodes' reports and snapshots at once: who fails, why, drift.", [
+        "preflight exec --retry-timeout 5m -- true")),
+    "explain": Command(_build_explain, "Show one rule or known failure in full: what, why, source, fix.", (
+        "preflight explain gpu.health", "preflight explain cuda.oom")),
+    "facts": Command(_build_facts, "Print what the probes see (JSON), or a block for bug reports.", (
+        "preflight facts --output facts.json", "preflight facts --format text")),
+    "fleet": Command(_build_fleet, "Many nodes' reports and snapshots at once: who fails, why, drift.", (
         "preflight fleet /shared/preflight/ --profile node",
         "preflight fleet reports/ --format html --output fleet.html",
-        "preflight fleet http://gpu01:10480 http://gpu02:10480 --baseline gpu01"]),
-    "plan": ("Will a workload fit, and on which GPU.", [
+        "preflight fleet http://gpu01:10480 http://gpu02:10480 --baseline gpu01")),
+    "plan": Command(_build_plan, "Will a workload fit, and on which GPU.", (
         "preflight plan --workload yolov9-c --batch 32 --gpu 4090 --gpu a100",
         "preflight plan --workload yolov9-e --batch 64 --gpus 8 --gpu h100",
-        "preflight plan --workload gelan-c --labels datasets/mine/labels --gpu-memory 6GiB"]),
-    "rules": ("List the rules (the defaults plus any --rules).", [
-        "preflight rules --profile node", "preflight rules --format markdown"]),
-    "schema": ("Print the JSON Schema of a document preflight writes or reads.", [
-        "preflight schema", "preflight schema report --output report.schema.json"]),
-    "serve": ("Check every interval; serve /healthz, /metrics, /report.", [
+        "preflight plan --workload gelan-c --labels datasets/mine/labels --gpu-memory 6GiB")),
+    "rules": Command(_build_rules, "List the rules (the defaults plus any --rules).", (
+        "preflight rules --profile node", "preflight rules --format markdown")),
+    "schema": Command(_build_schema, "Print the JSON Schema of a document preflight writes or reads.", (
+        "preflight schema", "preflight schema report --output report.schema.json")),
+    "serve": Command(_build_serve, "Check every interval; serve /healthz, /metrics, /report.", (
         "preflight serve --listen 0.0.0.0:10480 --profile node --interval 5m",
-        "preflight serve --profile node --nfd-output /etc/kubernetes/node-feature-discovery/features.d/preflight"]),
-    "smoke": ("Run short real work on the GPUs and judge it: the active test.", [
+        "preflight serve --profile node --nfd-output /etc/kubernetes/node-feature-discovery/features.d/preflight")),
+    "smoke": Command(_build_smoke, "Run short real work on the GPUs and judge it: the active test.", (
         "preflight smoke --python /opt/conda/envs/yolov9/bin/python",
         "preflight smoke --device cpu --timeout 120",
-        "preflight smoke --workload gelan-c --batch 16 --img 640 --repo ~/yolov9"]),
-    "slurm": ("Slurm health check and prolog: drain a failing node, resume it.", [
+        "preflight smoke --workload gelan-c --batch 16 --img 640 --repo ~/yolov9")),
+    "slurm": Command(_build_slurm, "Slurm health check and prolog: drain a failing node, resume it.", (
         "preflight slurm --report-dir /shared/preflight --syslog", "preflight slurm --dry-run --node gpu01",
-        "preflight slurm --prolog"]),
+        "preflight slurm --prolog")),
 }
 
 
@@ -949,11 +924,6 @@ def _on_signal(signum, frame) -> None:
 
 def _handle_termination() -> None:
     """SIGTERM (and SIGHUP) must not leave helpers behind: kill them, then leave with 128 + the signal."""
-    try:
-        import _signal as signal  # the C module: `import signal` costs half a millisecond of start-up
-    except ImportError:  # pragma: no cover - other Pythons
-        import signal  # type: ignore[no-redef]
-
     for name in ("SIGTERM", "SIGHUP"):
         if hasattr(signal, name):
             try:

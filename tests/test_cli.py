@@ -330,19 +330,3 @@ def test_internal_errors_are_reported_without_a_traceback(tmp_path):
     assert completed.returncode == 3
     assert "internal error: RuntimeError: simulated bug" in completed.stderr
     assert "Traceback" not in completed.stderr
-
-
-def test_the_entry_point_collects_garbage_only_for_long_running_commands():
-    """The cyclic collector is off while the command line loads; it comes back for commands that run long or
-    read unbounded input, and stays off for a check (preflight/__main__.py)."""
-    from preflight.cli import runs_short
-
-    assert runs_short(["check"]) and runs_short(["config", "show"]) and runs_short(["--color", "plan"])
-    assert not any(runs_short([name]) for name in ("serve", "fleet", "diagnose", "exec", "smoke", ""))
-    probe = ("import gc, sys\nimport preflight.cli\n"
-             "preflight.cli.main = lambda: print(gc.isenabled(), gc.get_freeze_count() > 1000)\n"
-             "sys.argv = ['preflight'] + sys.argv[1:]\nfrom preflight.__main__ import main\nmain()\n")
-    for argv, collecting in ((["check", "--profile", "node"], False), (["--color", "serve"], True),
-                             (["fleet", "reports/"], True), (["diagnose", "-"], True), ([], True)):
-        done = subprocess.run([sys.executable, "-c", probe] + argv, capture_output=True, text=True, timeout=60)
-        assert done.stdout.split() == [str(collecting), "True"], (argv, done.stdout, done.stderr)

@@ -12,7 +12,7 @@ import click
 import pytest
 
 from conftest import REPO, clean_env, run_cli
-from preflight.cli import HELP, cli
+from preflight.cli import COMMANDS, cli
 
 
 def parse(argv):
@@ -27,9 +27,9 @@ def parse(argv):
 
 
 def test_every_command_has_a_whole_summary_and_examples_that_parse():
-    assert set(HELP) == set(cli.list_commands(None))
+    assert set(COMMANDS) == set(cli.list_commands(None))
     listing = run_cli("--help").stdout
-    for name, (summary, examples) in HELP.items():
+    for name, (_, summary, examples) in COMMANDS.items():
         assert summary.endswith(".") and len(summary) <= 80 and "..." not in summary
         assert 2 <= len(examples) <= 3
         for example in examples:
