@@ -8,6 +8,7 @@ shell is involved, so arguments arrive exactly as given.
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import sys
 import time
@@ -41,7 +42,6 @@ def with_environment_args(argv: List[str], environ,
     extra = environ.get(ARGS_VARIABLE)
     if not extra or not argv or argv[0] not in ARGS_COMMANDS:
         return argv
-    import shlex
 
     try:
         words = shlex.split(extra)

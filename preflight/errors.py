@@ -6,9 +6,10 @@ Anything raised as a ``PreflightError`` reaches the user as one clear message
 
 from __future__ import annotations
 
+import difflib
+
 class ExitCode:
-    """Every exit code preflight documents (docs/configuration.md: Exit codes). Stable. Plain ints: an enum's
-    class costs start-up time, and an exit code is only ever compared and returned."""
+    """Every exit code preflight documents (docs/configuration.md: Exit codes). Stable."""
 
     OK = 0                # no error-severity rule failed (diagnose: nothing known found)
     FAILED = 1            # a check failed or could not be evaluated (diagnose: a known problem found)
@@ -47,8 +48,6 @@ class PreflightError(Exception):
 
 def suggestions(word: str, choices) -> list:
     """Up to three of ``choices`` that look like ``word`` (a typo's likely meaning)."""
-    import difflib
-
     return difflib.get_close_matches(word, list(choices), n=3)
 
 

@@ -13,7 +13,7 @@ import json
 import os
 import stat
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -6,13 +6,12 @@ facts, and text reports start with it in one line.
 
 from __future__ import annotations
 
+import os
+import platform
 from typing import Any, Dict, List, Optional
 
 
 def host_name() -> str:
-    import os
-    import platform
-
     try:
         return os.uname().nodename
     except AttributeError:  # Windows

@@ -9,6 +9,7 @@ what admission decided even when the report folder is on a file system that is d
 from __future__ import annotations
 
 import os
+import socket
 from typing import Callable, Optional
 
 SYSLOG_SOCKET = "/dev/log"
@@ -38,8 +39,6 @@ def write(folder: str, host: str, document_text: str) -> str:
 
 def syslog(message: str, severity: str = "info", warn: Optional[Callable[[str], None]] = None) -> bool:
     """Send one line to the system log; False (and one warning) when no syslog socket answers."""
-    import socket
-
     address = os.environ.get(SYSLOG_VARIABLE) or SYSLOG_SOCKET
     line = " ".join(message.split())[:2000]
     packet = "<%d>preflight[%d]: %s" % (_DAEMON * 8 + SEVERITY[severity], os.getpid(), line)

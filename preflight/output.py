@@ -23,29 +23,26 @@ is gone (killed half-way) is removed by the next write to the same target.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
 import sys
 import time
 
-from preflight.errors import OutputError, PreflightError
+from preflight.errors import OutputError
 
-_TEMP = r"^\.(?P<name>.+)\.preflight-(?P<pid>\d+)-[A-Za-z0-9_]+\.tmp$"  # compiled when needed: start-up time
+_TEMP = r"^\.(?P<name>.+)\.preflight-(?P<pid>\d+)-[A-Za-z0-9_]+\.tmp$"
 STALE_AFTER = 3600.0  # seconds: a temporary file this old is stale even if its PID was reused
 
 
 def json_text(document) -> str:
     """A JSON document as preflight writes every one: indented by 2, keys in the order given, no NaN (invalid JSON)."""
-    import json
-
     return json.dumps(document, indent=2, allow_nan=False)
 
 
 def json_line(document) -> str:
     """A JSON document on one line (``--format jsonl``): compact, no NaN, non-ASCII kept as is."""
-    import json
-
     return json.dumps(document, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 

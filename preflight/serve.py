@@ -13,6 +13,7 @@ lock, so a check whose probe hangs never holds one up: the previous result is se
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -76,7 +77,6 @@ class Checker(threading.Thread):
                 try:
                     self.after(report)
                 except Exception as exc:  # a side output (the NFD file): say so, and keep checking and serving
-                    import sys
 
                     sys.stderr.write("preflight serve: after the check: %s\n" % exc)
                     sys.stderr.flush()

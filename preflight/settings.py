@@ -12,6 +12,7 @@ value (``commands/options.py``) and ``config show`` are all built from
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 
@@ -119,7 +120,6 @@ def _fit_labels(value: Any) -> Tuple[str, ...]:
     items = _selectors(value)
     if not items:
         return ()
-    import re
 
     from preflight.capacity.estimate import IMG_STRIDE, MAX_IMGSZ
     from preflight.capacity.workloads import PRECISIONS

@@ -15,8 +15,10 @@ a site's mistake must never turn into a wrong verdict.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
+import stat
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.errors import PreflightError
@@ -63,8 +65,6 @@ def permission_problem(path: str) -> Optional[str]:
     Like sshd with its configuration: a world-writable file, a file in a world-writable folder that is not sticky
     (anyone could replace it), a file someone else owns in a sticky one (/tmp), or a link someone else planted.
     """
-    import stat
-
     from preflight import paths
 
     try:
@@ -226,7 +226,6 @@ def _section(entry: _ConfigEntry, selectors_allowed: bool) -> Section:
     return Section(entry.label, entry.line(), settings, selectors, {key: entry.line(key) for key in entry.raw})
 
 
-# Patterns as text, compiled (and cached by re) only when a file is read: compiling costs start-up time.
 _GLOB_CHARACTERS = r"^[^\s\x00-\x1f]+$"
 
 
@@ -246,8 +245,6 @@ def _globs(value: Any, fail) -> Tuple[str, ...]:
 
 
 def _matches(globs: Sequence[str], values: Sequence[str]) -> bool:
-    import fnmatch
-
     return any(fnmatch.fnmatchcase(value.lower(), glob.lower()) for glob in globs for value in values)
 
 

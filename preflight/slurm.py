@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import time
 from typing import List, NamedTuple, Optional, Tuple
 
 from preflight.errors import ExitCode, PreflightError
@@ -264,8 +265,6 @@ class DrainRecord:
         return reason if isinstance(reason, str) else None
 
     def set(self, node: str, reason: Optional[str]) -> None:
-        import time
-
         from preflight import cache
 
         if reason is None:

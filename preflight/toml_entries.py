@@ -11,6 +11,7 @@ caller asks (reading a good file costs nothing more).
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Type, Union
 
@@ -18,7 +19,6 @@ from preflight.errors import PreflightError, close_matches
 
 Table = Tuple[Union[str, int], ...]  # ("rule", 3, "examples", 0): the 4th [[rule]]'s first [[rule.examples]]
 
-# Patterns as text, compiled (and cached by re) only when lines are looked for: compiling costs start-up time.
 _NAME = r'(?:[A-Za-z0-9_-]+|"[^"\n]*"|\'[^\'\n]*\')'
 _HEADER = r"^\s*(\[\[?)\s*(%s(?:\s*\.\s*%s)*)\s*\]\]?\s*(?:#.*)?$" % (_NAME, _NAME)
 _KEY = r"^\s*(%s(?:\s*\.\s*%s)*)\s*=" % (_NAME, _NAME)
@@ -167,8 +167,7 @@ class Entry:
 
     def child(self, raw: Dict[str, Any], key: Union[str, Table]) -> "Entry":
         """A table inside this one (``[rule.warn_only]``, an inline fix), read the same way and named the same."""
-        entry = object.__new__(type(self))  # a shallow copy (the copy module costs start-up time to import)
-        entry.__dict__.update(self.__dict__)
+        entry = copy.copy(self)
         entry.raw, entry.table = raw, self.table + ((key,) if isinstance(key, str) else tuple(key))
         return entry
 

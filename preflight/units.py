@@ -18,7 +18,6 @@ _UNITS = {
     "g": 10**9, "gb": 10**9, "gib": 2**30,
     "t": 10**12, "tb": 10**12, "tib": 2**40,
 }
-# Patterns as text, compiled (and cached by re) at their first use: compiling costs start-up time.
 _SIZE = r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$"
 
 
@@ -79,7 +78,7 @@ MAX_DURATION = 7 * 86400.0
 
 def parse_duration(text) -> float:
     """``"30s"``, ``"5m"``, ``"1h"``, ``"250ms"`` or plain seconds -> seconds (at most a week)."""
-    match = re.match(_SIZE, str(text))  # a number and letters, as a size is written: one pattern to compile
+    match = re.match(_SIZE, str(text))
     per_unit = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "": 1}
     if not match or match.group(2) not in per_unit:
         raise ValueError("expected a duration such as 30s, 5m or 1h, got %r" % (text,))

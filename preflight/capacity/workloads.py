@@ -32,7 +32,7 @@ Without it the usable memory is estimated at ESTIMATED_USABLE of the total.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 
 PRECISIONS = {"train": ("amp", "fp32"), "inference": ("fp16", "fp32")}

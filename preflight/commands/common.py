@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import sys
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from preflight.commands.options import CheckOptions
@@ -36,8 +38,6 @@ def collect_options(options: CheckOptions, packages: List[Dict[str, Any]],
 
 def tell_terminal(line: str) -> None:
     """A progress line for a person watching (stderr is a terminal); nothing in logs or pipes."""
-    import sys
-
     stream = sys.stderr
     try:
         if stream is not None and stream.isatty():
@@ -95,6 +95,4 @@ def keep_line(kept: Keep, line: str, severity: str, warn: Warn = None) -> None:
 
 
 def _short_host() -> str:
-    import socket
-
     return socket.gethostname().split(".")[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Optional, Sequence
 
 from preflight import site_config
@@ -11,8 +12,6 @@ from preflight.commands.options import CheckOptions
 
 def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partitions: Sequence[str],
          features: Sequence[str], output_format: str, echo: Callable[[str], None], warn=None) -> int:
-    import os
-
     path = site.locate(options.config, os.environ)
     config = site.read(path, options, warn)
     names = tuple(gpus) or None

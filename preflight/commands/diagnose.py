@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import sys
 import zlib
@@ -25,8 +26,6 @@ def open_log(path: str):
         raise PreflightError("%s is a folder, not a log file" % path, _HINT)
     try:
         if path.endswith(".gz"):
-            import gzip
-
             stream = gzip.open(path, "rb")
             try:
                 stream.peek(1)  # fail now, not half-way, on a file that is not gzip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.errors import PreflightError
@@ -148,9 +150,6 @@ class OutputOptions(NamedTuple):
 
     def colored(self, stream=None) -> bool:
         """Colour only for text on a terminal (or when asked), never with NO_COLOR or TERM=dumb."""
-        import os
-        import sys
-
         if self.format != "text" or (self.output not in (None, "-") and stream is None):
             return False
         if self.color == "always":

@@ -87,7 +87,6 @@ def plan(request: Dict[str, Any], ruleset: "RuleSet", snapshot: Optional[Dict[st
     is the trainers' total, split over ``gpus`` as DDP splits it; each row judges rank 0's share (the tightest:
     it also validates), and its largest batches are totals over the ``gpus``."""
     batch = estimate.per_gpu_batch(request["batch"] or 1, gpus)
-    required = estimate.required_bytes(request, batch)
     rule = ruleset.rules.get("gpu.compute_capability")
     catalog = sorted(ruleset.gpus.values(), key=lambda g: g.memory_mib)
     rows = []

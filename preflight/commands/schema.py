@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Optional
 
@@ -28,8 +29,6 @@ BASE = "urn:preflight:schema:"
 
 def generated(name: str) -> str:
     """The schema of document ``name`` as the code beside its writer defines it, as the shipped file holds it."""
-    import importlib
-
     from preflight.output import json_text
 
     schema_name, what, reference = DOCUMENTS[name]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from typing import Optional
@@ -21,8 +22,6 @@ def parse_listen(text: str):
 
 def main(options: CheckOptions, listen: str, interval: float, nfd_output: Optional[str], expires_in: float,
          warn: common.Warn = None) -> int:
-    import signal
-
     from preflight import serve
     from preflight.commands import pipeline
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, TYPE_CHECKING, Tuple
+import socket
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, TYPE_CHECKING
 
 from preflight.commands.options import CheckOptions
 from preflight.errors import PreflightError
@@ -38,8 +39,6 @@ def locate(explicit: Optional[str], environ) -> Optional[str]:
 
 
 def host_name() -> str:
-    import socket
-
     return socket.gethostname().split(".")[0]
 
 
@@ -110,7 +109,6 @@ def apply(options: CheckOptions, node=None, warn=None, here: "Optional[site_conf
 
 def merged(options: CheckOptions, effective: "site_config.Effective") -> CheckOptions:
     """The options with what the configuration says for one target, under what the command line set."""
-    from preflight import site_config
 
     changes: Dict[str, Any] = {}
     for key, setting in SETTINGS.items():

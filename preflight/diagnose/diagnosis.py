@@ -13,9 +13,11 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
-from preflight import inventory, knowledge, units
+from preflight import knowledge, units
 from preflight.diagnose.failures import Failure
 from preflight.diagnose.scan import Hit, ScanResult
 from preflight.diagnose.whose_facts import Decision
@@ -290,8 +292,6 @@ def _with_machine(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[st
 def _oom_values(ruleset: RuleSet, run: Dict[str, str]) -> Dict[str, str]:
     """For an out-of-memory run whose log names its model, batch and GPU: the largest batch that fits, from the
     capacity model ({fit_batch}, {fit_workload}, ...), and a torchrun line only where the run had several GPUs."""
-    import os
-
     from preflight.capacity import estimate
 
     values: Dict[str, str] = {}
@@ -318,8 +318,6 @@ def _oom_values(ruleset: RuleSet, run: Dict[str, str]) -> Dict[str, str]:
 def _pip_name(module: str, ruleset: RuleSet) -> Optional[str]:
     """What to pip-install for an import name, only where it is known: the package tables of the loaded rules, or a
     package the index knowledge has under the module's own name. Never a guess: None."""
-    import shlex
-
     from preflight import package_index
 
     for rule in ruleset.rules.values():

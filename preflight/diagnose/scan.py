@@ -15,6 +15,7 @@ still show its last error-looking lines.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import deque
 from typing import BinaryIO, Deque, Dict, List, Optional, Tuple
@@ -200,7 +201,6 @@ class Scanner:
         each form are tried (the newest, where the crash is)."""
         if self.keys is None or not result.tail:
             return
-        import bisect
 
         text = normalize_bytes(result.tail).replace(b"\r\n", b"\n")
         breaks = [found.start() for found in re.finditer(b"\n", text)]

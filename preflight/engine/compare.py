@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
@@ -58,8 +59,6 @@ class Written:
 
 
 def _shell_quote(text: str) -> str:
-    import shlex
-
     return shlex.quote(text)
 
 

@@ -15,8 +15,8 @@ in the report); the same id twice within one layer is an error.
 
 from __future__ import annotations
 
+import importlib
 import os
-import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from preflight import shipped
@@ -128,8 +128,6 @@ _TOP_LEVEL = tuple(kind for kind, _, _, _ in ENTRY_KINDS) + ("schema",)
 
 
 def _builder(reference: str):
-    import importlib
-
     module, _, function = reference.partition(":")
     return getattr(importlib.import_module(module), function)
 

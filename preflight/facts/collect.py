@@ -11,6 +11,7 @@ and are killed when it runs out.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
@@ -153,8 +154,6 @@ class _Notice:
         if not self.told:
             task.thread.join(max(0.0, min(remaining() + extra, self.started + WAIT_NOTICE - time.monotonic())))
             if task.thread.is_alive():
-                import sys
-
                 self.told = True
                 what = WAITING_FOR.get(task.name, task.name) % {"python": self.options.python or sys.executable}
                 self.options.on_wait("preflight: waiting for %s (at most %.0f s more; --timeout)"
@@ -271,7 +270,6 @@ def _collect_torch_arch(snapshot: Dict[str, Any], options: Options, remaining, w
         snapshot["probes"]["torch_arch"] = {"status": "not_applicable", "seconds": 0.0,
                                             "error": "no GPU is visible"}
         return
-    import sys
 
     from preflight.probes import torch_arch
 

@@ -9,7 +9,7 @@ a value a rule can compare plus the details its message and fix can quote.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 from packaging.version import InvalidVersion, Version
 
@@ -68,7 +68,6 @@ def cuda_compat(driver_version: Optional[str], driver_cuda: Optional[str], torch
 
 # --- torch kernels for a GPU --------------------------------------------------
 
-# Patterns as text, compiled (and cached by re) at their first use: compiling costs start-up time.
 _ARCH = r"^(sm|compute)_(\d+)(\d)([af]?)$"
 
 

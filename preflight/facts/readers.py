@@ -155,7 +155,7 @@ def wheel(facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Dict[str
 def torch_build(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     torch = facts.torch()
     build = derived.torch_build(torch)
-    # Which torch to install matters only when this one is not a CUDA build (it costs start-up time otherwise).
+    # Which torch to install is only told when this one is not a CUDA build.
     details = dict(wheel(facts) if build != "cuda" else {})
     details.update(python_details(facts), torch_version=torch.get("version") or "(not installed)",
                    torch_cuda=torch.get("cuda") or "none")

@@ -7,6 +7,7 @@ its weakest GPU.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from preflight import units
@@ -108,8 +109,6 @@ def supports(precision: str):
 
 def peer_ratio(facts: SnapshotView, gpu) -> Tuple[float, Dict[str, Any]]:
     """The slowest device's matrix-multiply throughput over the median of its model's devices (1.0: as fast)."""
-    import statistics  # only when judging a test's answer: it is not cheap to import
-
     measured = _measured(facts, "throughput")
     worst: Optional[Tuple[float, Dict[str, Any], float]] = None
     for device, result in measured:

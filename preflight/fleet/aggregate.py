@@ -7,6 +7,7 @@ differences from the baseline), so tens of thousands of nodes fit in memory whil
 
 from __future__ import annotations
 
+import json
 from collections import Counter, OrderedDict
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -163,7 +164,6 @@ class Fleet:
     def _fix_number(self, fix: Any) -> int:
         if not isinstance(fix, dict):
             return -1
-        import json
 
         key = json.dumps(fix, sort_keys=True)
         number = self._fix_numbers.get(key)

@@ -16,6 +16,11 @@ import json
 import os
 import stat
 import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterator, List, NamedTuple, Sequence, Union
 
 
@@ -106,8 +111,6 @@ def stream_documents(stream) -> Iterator[Union[Document, Unreadable]]:
 
 def fetch_all(urls: Sequence[str]) -> Iterator[Union[Document, Unreadable]]:
     """Each URL's report, in the order given, URL_WORKERS fetched at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=min(URL_WORKERS, len(urls))) as pool:
         window = []
         for url in urls:
@@ -119,13 +122,8 @@ def fetch_all(urls: Sequence[str]) -> Iterator[Union[Document, Unreadable]]:
 
 
 def fetch(url: str) -> Union[Document, Unreadable]:
-    import urllib.error
-    import urllib.parse
-    import urllib.request
-
     parts = urllib.parse.urlsplit(url)
     target = url if parts.path not in ("", "/") else urllib.parse.urlunsplit(parts._replace(path="/report"))
-    import time
 
     deadline = time.monotonic() + URL_TIMEOUT
     try:

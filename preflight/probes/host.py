@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 from typing import Any, Dict, Optional
 
 _UNLIMITED = 2**60  # cgroup v1 reports "no limit" as a huge number
@@ -184,7 +185,6 @@ def _os(root: str) -> Dict[str, Any]:
         uname = os.uname()
         system, release, machine = uname.sysname, uname.release, uname.machine
     except AttributeError:  # Windows
-        import platform
 
         system, release, machine = platform.system(), platform.release(), platform.machine()
     pretty = None

@@ -20,6 +20,10 @@ prints the facts as one JSON line.
 """
 
 import ast
+import glob
+import importlib.machinery
+import importlib.util
+import json
 import os
 import sys
 
@@ -110,9 +114,6 @@ def _importable(name):
     runs its code); here each level is located on the search path of the one
     above it instead. Names that are not dotted identifiers are never looked up.
     """
-    import importlib.machinery
-    import importlib.util
-
     parts = name.split(".")
     if not all(_identifier(part) for part in parts):
         return False
@@ -175,8 +176,6 @@ def _torch():
     """What torch is installed and which CUDA it was built for, without importing it."""
     location = None
     try:
-        import importlib.util
-
         spec = importlib.util.find_spec("torch")
         if spec is not None and spec.submodule_search_locations:
             location = list(spec.submodule_search_locations)[0]
@@ -194,8 +193,6 @@ def _torch():
         facts["hip"] = values.get("hip")
     except (OSError, SyntaxError, ValueError) as exc:
         facts["error"] = "cannot read torch/version.py: %s" % exc
-    import glob  # here: only an installed torch is looked at, and the import costs start-up time
-
     extensions = sorted(glob.glob(os.path.join(location, "_C.*.so")) + glob.glob(os.path.join(location, "_C.*.pyd")))
     if extensions:
         stat = os.stat(extensions[0])
@@ -221,7 +218,5 @@ def _literal_assignments(source):
 
 
 if __name__ == "__main__":
-    import json  # the script's own request and answer; in-process, the check reads no JSON
-
     request = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     sys.stdout.write(json.dumps(probe(request.get("packages", []))) + "\n")

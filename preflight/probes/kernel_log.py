@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import os
 import re
+import select
+import shutil
+import stat
 import time
 from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, Optional
@@ -121,9 +124,6 @@ def read_captured(descriptor: int, path: str, deadline: float) -> Dict[str, Any]
     """A captured log, read line by line up to MAX_FILE_BYTES and until the deadline: a file, a pipe such as
     <(journalctl -k), a FIFO (waited for until a writer has written and closed it). Past the deadline the probe
     times out like any other (the Xid rules then say the log was not read)."""
-    import select
-    import stat
-
     from preflight.errors import ProbeTimeout
 
     started = time.monotonic()
@@ -201,8 +201,6 @@ def _kmsg(deadline: float) -> List[str]:
 
 
 def _command(argv: List[str], deadline: float) -> List[str]:
-    import shutil  # only to read the log through a command: it imports compression modules
-
     from preflight.probes import process
 
     if shutil.which(argv[0]) is None:

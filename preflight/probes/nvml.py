@@ -12,6 +12,7 @@ rest of the GPU is still read.
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any, Dict, List, Optional
 
@@ -99,8 +100,6 @@ def probe(binding=None, fixture_path: Optional[str] = None, health: bool = False
 
 def device_files(folder: str = "/dev") -> List[str]:
     """The NVIDIA device files (nvidiactl, nvidia0, ...): they exist where an NVIDIA kernel driver runs."""
-    import os
-
     try:
         return sorted(name for name in os.listdir(folder) if name.startswith("nvidia"))
     except OSError:
@@ -109,8 +108,6 @@ def device_files(folder: str = "/dev") -> List[str]:
 
 def pci_gpus(folder: str = "/sys/bus/pci/devices") -> List[str]:
     """NVIDIA display and 3D controllers on the PCI bus (vendor 0x10de, class 0x03xxxx), as bus ids."""
-    import os
-
     found = []
     try:
         names = os.listdir(folder)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from typing import Any, Dict, List, Optional
 
 from preflight.errors import PreflightError, ProbeError
@@ -11,8 +13,6 @@ from preflight.probes import interpreter_script
 
 def resolve_interpreter(python: str) -> str:
     """``--python`` accepts a path or a command name; exit 2 if it names nothing runnable."""
-    import shutil  # only for a --python given by name: it imports compression modules
-
     found = python if os.sep in python else shutil.which(python)
     if not found or not os.path.isfile(found):
         raise PreflightError("--python %s: no such interpreter" % python,
@@ -25,7 +25,6 @@ def resolve_interpreter(python: str) -> str:
 def probe(packages: List[Dict[str, Any]], python: Optional[str] = None, timeout: float = 10.0) -> Dict[str, Any]:
     if python is None:
         return interpreter_script.probe(packages)
-    import json
 
     from preflight.probes import process
 

@@ -10,6 +10,7 @@ torch install, and an entry for another install, or edited, is a miss.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any, Dict, List, Optional
 
@@ -43,11 +44,7 @@ def cache_key(torch_facts: Dict[str, Any], python: str = "") -> Optional[str]:
 
 def digest(key: str, flags: List[str]) -> str:
     """A hash of an answer and what it describes, kept with the answer: an entry edited by hand is a miss."""
-    try:
-        from _blake2 import blake2b  # the C module alone: hashlib's OpenSSL import costs milliseconds
-    except ImportError:  # pragma: no cover - Pythons without it
-        from hashlib import blake2b
-    return blake2b(("%s\n%s" % (key, " ".join(flags))).encode("utf-8"), digest_size=16).hexdigest()
+    return hashlib.blake2b(("%s\n%s" % (key, " ".join(flags))).encode("utf-8"), digest_size=16).hexdigest()
 
 
 def probe(torch_facts: Dict[str, Any], python: str, timeout: float, use_cache: bool = True) -> Dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any, Dict, List
 
 LABELS = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP", "error": "ERROR"}
@@ -58,14 +60,10 @@ DEFAULT_WIDTH = 100
 
 def width(stream=None) -> int:
     """Columns to fit: COLUMNS, else the terminal's, else 100."""
-    import os
-
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) >= 40:
         return int(columns)
     try:
-        import sys
-
         target = stream or sys.stdout
         if target is not None and target.isatty():
             return max(40, os.get_terminal_size(target.fileno()).columns)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import List
 
 from preflight import units
@@ -31,7 +32,6 @@ def render(diagnosis: Diagnosis, color: bool = False, columns: int = 0) -> str:
             for number, text in errors:
                 add(text, "  %7d | " % number, " " * 10 + " | ")
             lines.append("")
-            import os
 
             from preflight.shipped import data_dir
 

@@ -8,6 +8,7 @@ line's ``--format`` choices are ``names(kind)``.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Dict, Tuple
 
 # kind -> format -> (renderer, the options it takes)
@@ -67,8 +68,6 @@ def names(kind: str) -> Tuple[str, ...]:
 def render(kind: str, document: Any, name: str, **options: Any) -> str:
     """``document`` (a Report, a Diagnosis, a Plan, ...) in format ``name``; ``options`` the command has
     (quiet, color, show_exit, expires_in); each renderer gets those it takes."""
-    import importlib
-
     if name not in RENDERERS[kind]:
         raise ValueError("unknown %s format %r" % (kind, name))
     reference, takes = RENDERERS[kind][name]

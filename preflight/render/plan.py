@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from preflight import units
 from preflight.capacity import estimate
 from preflight.capacity.planning import Plan
@@ -38,7 +40,6 @@ def _heading(plan: Plan) -> list:
     lines.append("estimate: %s; peak memory linear in batch and pixels, plus a %d%% margin; measured on %s%s" % (
         basis, round(r["margin"] * 100), r["measured_on"], objects))
     lines += ["note: %s" % note for note in r["notes"]]
-    import os
 
     if os.name == "nt":
         lines.append("note: on Windows (WDDM) a run over its GPU memory may spill into system memory and slow down or "

@@ -12,6 +12,7 @@ require; docs/kubernetes.md shows the join with label_replace.
 
 from __future__ import annotations
 
+import os
 from typing import Dict, List
 
 from preflight import __version__, inventory
@@ -34,8 +35,6 @@ def _metric(lines: List[str], name: str, help_text: str) -> None:
 
 
 def hostname(report: Report) -> str:
-    import os
-
     live = not report.facts_source.startswith("file")  # a saved snapshot names its own host, not this one
     return (os.environ.get("NODE_NAME") if live else None) or report.host or ""
 
