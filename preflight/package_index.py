@@ -14,12 +14,11 @@ from __future__ import annotations
 import datetime
 import functools
 import os
+import re
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from preflight.shipped import as_of, data_dir
@@ -65,7 +64,25 @@ def _packages() -> Dict[str, Dict[str, Dict[str, Any]]]:
 
 def canonical(name: str) -> str:
     """PEP 503's normalised name: Pillow, pillow and PIL-low are one project on the index."""
-    return canonicalize_name(name)
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# A requirement as rule files and fixes write one: a PEP 508 name, extras, a version specifier (no URL, no marker:
+# packaging.requirements reads those too, at the cost of importing its marker and platform-tag machinery).
+_REQUIREMENT = r"^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*(\[[^\]]*\])?\s*(.*?)\s*$"
+
+
+def split_requirement(text: str) -> Tuple[str, str, SpecifierSet]:
+    """``'opencv-python[ffmpeg]>=4'`` -> ("opencv-python", "[ffmpeg]", SpecifierSet(">=4")); ValueError says what is
+    not a requirement."""
+    match = re.match(_REQUIREMENT, text)
+    if not match:
+        raise ValueError("%r is not a package name (optionally with a version such as numpy>=1.18)" % (text,))
+    name, extras, specifier = match.groups()
+    try:
+        return name, extras or "", SpecifierSet(specifier)
+    except InvalidSpecifier:
+        raise ValueError("%r: %r is not a version specifier (such as >=1.18 or <2.4)" % (text, specifier))
 
 
 def known(package: str) -> bool:
@@ -119,11 +136,11 @@ def installable(requirement: str, python: str, platform: str = DEFAULT_PLATFORM)
     """The newest release that satisfies ``requirement`` (``'Pillow<10'``) and has a wheel for ``python``; None when
     there is none (or the package is not in the snapshot)."""
     try:
-        wanted = Requirement(requirement)
-    except InvalidRequirement:
+        name, _, specifier = split_requirement(requirement)
+    except ValueError:
         return None
-    for version, text, record in _newest_first(wanted.name):
-        if version.is_prerelease or not wanted.specifier.contains(version, prereleases=True):
+    for version, text, record in _newest_first(name):
+        if version.is_prerelease or not specifier.contains(version, prereleases=True):
             continue
         if has_wheel(record, python, platform):
             return text

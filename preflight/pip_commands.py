@@ -15,7 +15,7 @@ import os
 import shlex
 from typing import Dict, List, Optional, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
+from preflight import package_index
 
 PINS_FILE = os.path.join("knowledge", "pins.toml")
 # pip install options that take a value (the value is not a requirement).
@@ -96,7 +96,6 @@ def installs(command: str) -> List[Tuple[str, Optional[Install], str]]:
 
 def review(commands: List[str], python: Optional[str], platform: Optional[str] = None) -> Tuple[List[str], List[str]]:
     """(commands as they can run, steps to add) for the job's Python (X.Y or X.Y.Z; None: not known)."""
-    from preflight import package_index
 
     python = short_python(python)
     platform = platform or package_index.DEFAULT_PLATFORM
@@ -154,13 +153,12 @@ def _install_of(segment: str) -> Optional[Install]:
 
 def _name(requirement: str) -> str:
     try:
-        return Requirement(requirement).name
-    except InvalidRequirement:
+        return package_index.split_requirement(requirement)[0]
+    except ValueError:
         return requirement
 
 
 def _instead(requirement: str, python: str, platform: str) -> str:
-    from preflight import package_index
 
     text = _alternatives().get(requirement)
     pythons = package_index.span(package_index.pythons_for(requirement, platform))

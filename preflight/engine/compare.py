@@ -16,10 +16,9 @@ import shlex
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from preflight import units
+from preflight import package_index, units
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
 MAX_PATTERN_TEXT = 4096  # characters of a fact a 'pattern' rule looks at
@@ -415,20 +414,12 @@ class PackageSpec(NamedTuple):
 
 
 def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> PackageSpec:
-    try:
-        requirement = Requirement(text)
-    except InvalidRequirement:
-        name = re.match(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*", text)
-        rest = text[name.end():].strip() if name else ""
-        if rest:
-            raise ValueError("%r: %r is not a version specifier (such as >=1.18 or <2.4)" % (text, rest))
-        raise ValueError("%r is not a package name (optionally with a version such as numpy>=1.18)" % (text,))
-    if requirement.extras or requirement.url or requirement.marker:
-        raise ValueError("%r: extras, URLs and markers are not checked; name the package and its version only"
-                         % (text,))
-    name = requirement.name
-    spec_text = str(requirement.specifier)
-    specifier = requirement.specifier if spec_text else None
+    name, extras, specifier = package_index.split_requirement(text)
+    if extras:
+        raise ValueError("%r: extras (%s) are not checked; name the package and its version only" % (text, extras))
+    spec_text = str(specifier)
+    if not spec_text:
+        specifier = None
     info = known.get(name, {})
     import_name = info.get("import") or name.lower().replace("-", "_")
     if not isinstance(import_name, str) or not _module_name(import_name):
