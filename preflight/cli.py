@@ -87,9 +87,9 @@ def _one_facts_file(context, parameter, values):
 
 
 def setting(key: str, help: Optional[str] = None, **more) -> Callable:
-    """The click option of a setting declared in preflight.settings (its flag, field, metavar and help; parsed and
+    """The click option of a setting declared in preflight.config.settings (its flag, field, metavar and help; parsed and
     checked when the options value is built, as the site configuration's value is)."""
-    from preflight.settings import SETTINGS
+    from preflight.config.settings import SETTINGS
 
     declared = SETTINGS[key]
     more.setdefault("metavar", declared.metavar)
@@ -118,7 +118,7 @@ CONFIG = click.option(
 def check_group(default_profile: str = "train", expect_gpus: Optional[str] = None,
                 with_facts: bool = True) -> List[Callable]:
     """The options that say what to check; slurm's --profile defaults to node (admission), the others' to train."""
-    from preflight.settings import SETTINGS
+    from preflight.config.settings import SETTINGS
 
     group = [
         setting("expect_gpus", default=expect_gpus, show_default=expect_gpus is not None,
@@ -320,7 +320,7 @@ def _shown(output_format: str = "text", output: Optional[str] = None, quiet: boo
 def _show_version(context, parameter, value) -> None:
     if not value or context.resilient_parsing:
         return
-    from preflight.shipped import as_of
+    from preflight.knowledge.shipped import as_of
 
     click.echo("preflight, version %s (knowledge as of %s)" % (__version__, as_of() or "unknown"))
     context.exit()
@@ -727,8 +727,7 @@ def _build_slurm() -> click.Command:
         --python PATH, the job's interpreter.
         """
         from preflight.commands import slurm as command
-
-        from preflight.slurm import require_job_interpreter
+        from preflight.integrations.slurm import require_job_interpreter
 
         require_job_interpreter(options.profile, options.python)  # before asking scontrol anything
         kept = _kept(report_dir, syslog, required=False)
@@ -861,7 +860,7 @@ COMMANDS: Dict[str, Command] = {
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    from preflight.entrypoint import with_environment_args
+    from preflight.integrations.entrypoint import with_environment_args
 
     _handle_termination()
     process = sys.modules.get("preflight.probes.process")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 
+
 class ExitCode:
     """Every exit code preflight documents (docs/configuration.md: Exit codes). Stable."""
 

@@ -88,7 +88,7 @@ def line(host: Optional[str], inventory: Dict[str, Any]) -> str:
 
 def json_schema() -> Dict[str, Any]:
     """``of`` as JSON Schema."""
-    from preflight.json_schema import BOOL, INT, STR, nullable, obj
+    from preflight.files.json_schema import BOOL, INT, STR, nullable, obj
 
     return obj(["gpus", "driver", "python", "torch"], {
         "gpus": {"type": "array", "items": obj(["index", "name"], {

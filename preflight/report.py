@@ -138,7 +138,7 @@ class Report:
 
     def to_json(self) -> Dict[str, Any]:
         from preflight import __version__
-        from preflight.shipped import as_of
+        from preflight.knowledge.shipped import as_of
 
         collected = self.facts.get("collected_at")
         return {
@@ -165,7 +165,7 @@ def json_schema() -> Dict[str, Any]:
     """``Report.to_json`` (check --format json) as JSON Schema; ``served`` is what serve's /report adds."""
     from preflight import inventory
     from preflight.engine.evaluate import result_json_schema
-    from preflight.json_schema import BOOL, INT, NUM, STR, nullable, obj, strings
+    from preflight.files.json_schema import BOOL, INT, NUM, STR, nullable, obj, strings
 
     counts = obj(STATUSES, {s: {"type": "integer", "minimum": 0} for s in STATUSES}, False)
     return obj(["schema", "host", "collected_at", "preflight_version", "knowledge_as_of", "inventory", "ok", "profile",

@@ -3,7 +3,7 @@
 parsed, with the SHA-256 of the bytes it was parsed from.
 
 preflight reads a shipped file's tables from here when the file's bytes are the ones parsed, so a fresh container
-starts as fast as a warm workstation (preflight.shipped). Run it after editing any file under rules/; a test
+starts as fast as a warm workstation (preflight.knowledge.shipped). Run it after editing any file under rules/; a test
 (tests/test_shipped.py) fails while the two differ.
 
     python scripts/make_parsed_rules.py [--check]
@@ -23,7 +23,7 @@ TARGET = os.path.join(ROOT, "rules", "parsed.json")
 
 def rendered() -> str:
     """The file's text: one line per parsed file, so that a diff names the files that changed."""
-    from preflight.shipped import parse_all
+    from preflight.knowledge.shipped import parse_all
 
     parsed = parse_all()
     lines = ["%s: %s" % (json.dumps(name), json.dumps(entry, ensure_ascii=False, allow_nan=False))

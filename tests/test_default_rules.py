@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from preflight import torch_wheels
+from preflight.knowledge import torch_wheels
 from conftest import FIXTURES, driver_install_command, nvml_fixture, ok, run_cli, run_json, status_of, write_fixture
 
 H200 = nvml_fixture("h200-driver580.json")

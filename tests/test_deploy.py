@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -143,7 +142,7 @@ def _metric_names():
     """Every metric name preflight serve's /metrics can carry."""
     import re as regex
 
-    from preflight import serve
+    from preflight.integrations import serve
     from preflight.render import prometheus
 
     text = (Path(prometheus.__file__).read_text() + Path(serve.__file__).read_text())

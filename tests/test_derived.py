@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight import knowledge
+from preflight.knowledge import nvidia
 from preflight.facts import derived
 from preflight.probes import visibility
 
@@ -33,10 +33,10 @@ def test_cuda_compat_details_name_the_minimum_driver_and_a_wheel():
 
 
 def test_driver_table_matches_knowledge():
-    assert knowledge.min_driver_for_cuda((12, 7)) == "570.26"  # no 12.7: the next release's driver
-    assert knowledge.min_driver_for_cuda((14, 0)) is None
-    assert knowledge.cuda_from_nvml(13000) == "13.0"
-    assert knowledge.cuda_from_nvml(12040) == "12.4"
+    assert nvidia.min_driver_for_cuda((12, 7)) == "570.26"  # no 12.7: the next release's driver
+    assert nvidia.min_driver_for_cuda((14, 0)) is None
+    assert nvidia.cuda_from_nvml(13000) == "13.0"
+    assert nvidia.cuda_from_nvml(12040) == "12.4"
 
 
 # --- torch kernels -------------------------------------------------------------------

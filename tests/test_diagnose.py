@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import FIXTURES, REPO, nvml_fixture, ok, run_cli, write_fixture
-from preflight import torch_wheels
+from preflight.knowledge import torch_wheels
 from preflight.diagnose import diagnosis
 from preflight.diagnose.scan import Scanner, search_key
 from preflight.engine import loader

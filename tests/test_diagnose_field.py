@@ -174,7 +174,8 @@ def test_the_archived_torch_fits_the_drivers_cuda_and_the_python(code, torch, py
 
 
 def test_the_archived_builds_exist_for_the_pythons_they_claim():
-    from preflight import package_index, torch_wheels
+    from preflight.knowledge import package_index
+    from preflight.knowledge import torch_wheels
 
     for build in torch_wheels.catalog().archived:
         release = build.torch.split("+")[0]

@@ -8,9 +8,6 @@ import shutil
 import socket
 import subprocess
 import time
-import urllib.parse
-import urllib.request
-from pathlib import Path
 
 import pytest
 import yaml

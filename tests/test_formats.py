@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
-from preflight import output
+from preflight.files import output
 from preflight.errors import PreflightError
 
 H200 = nvml_fixture("h200-driver580.json")

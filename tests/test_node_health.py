@@ -239,7 +239,7 @@ def test_a_huge_log_keeps_only_the_newest_xids(tmp_path):
 
 
 def test_the_xid_catalogue_is_data_with_its_source():
-    from preflight import xid
+    from preflight.knowledge import xid
 
     catalogue = xid.catalogue()
     for number in (13, 31, 43, 45):

@@ -13,7 +13,6 @@ known must work on some Python, and say which when not on all.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import stat
@@ -24,9 +23,10 @@ from typing import List, Optional
 import pytest
 
 from conftest import nvml_fixture, preflight_command_problems, run_cli
-from preflight import package_index, torch_wheels
+from preflight.knowledge import package_index
+from preflight.knowledge import torch_wheels
 from preflight.engine import loader
-from preflight.pip_commands import installs, review
+from preflight.knowledge.pip_commands import installs, review
 
 PYTHONS = package_index.PYTHONS  # 3.8 ... 3.15
 _INDEX = re.compile(r"https://download\.pytorch\.org/whl/(?P<tag>[a-z0-9]+)")

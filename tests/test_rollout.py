@@ -269,7 +269,7 @@ def test_prolog_calls_no_slurm_command(tmp_path):
 
 
 def test_job_gpus_from_the_prolog_environment():
-    from preflight.slurm import job_gpus
+    from preflight.integrations.slurm import job_gpus
 
     assert job_gpus({"SLURM_JOB_GPUS": "0,2-3", "CUDA_VISIBLE_DEVICES": "9"}) == ((0, 2, 3), "SLURM_JOB_GPUS")
     assert job_gpus({"CUDA_VISIBLE_DEVICES": "1"}) == ((1,), "CUDA_VISIBLE_DEVICES")

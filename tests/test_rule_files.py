@@ -149,7 +149,7 @@ def test_an_unknown_key_is_an_error_naming_file_line_entry_and_the_key_meant(tmp
 
 
 def test_key_lines_count_arrays_of_tables_and_pass_over_multiline_strings():
-    from preflight.toml_entries import key_lines
+    from preflight.files.toml_entries import key_lines
 
     text = textwrap.dedent('''\
         schema = 1
@@ -239,7 +239,7 @@ def test_every_source_cites_a_public_document():
 def test_every_default_rule_says_where_its_fix_goes_and_what_it_answers():
     """The fix order and "this fix also answers rule X" are the rules' own policy, in their files."""
     from preflight.engine import loader
-    from preflight.input_files import parse_toml
+    from preflight.files.input_files import parse_toml
 
     ruleset = loader.load()
     for path in sorted((REPO / "rules").glob("*.toml")):

@@ -244,7 +244,7 @@ def _raw(base: str, request: bytes, timeout: float = 30.0) -> bytes:
 def test_half_sent_requests_hold_a_bounded_number_of_threads_and_are_dropped(served):
     import socket
 
-    from preflight import serve
+    from preflight.integrations import serve
 
     server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h")
     server.wait_for_check()

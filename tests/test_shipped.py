@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from preflight import input_files, shipped
+from preflight.files import input_files
+from preflight.knowledge import shipped
 from preflight.engine import loader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

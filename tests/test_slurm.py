@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
-from preflight import slurm as admission
+from preflight.integrations import slurm as admission
 
 H200 = nvml_fixture("h200-driver580.json")
 A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")

@@ -356,7 +356,7 @@ def test_a_model_the_datasheets_do_not_list_is_not_judged_against_one(tmp_path):
 
 
 def test_the_datasheets_name_the_models_nvml_reports_in_the_recordings():
-    from preflight import datasheets
+    from preflight.knowledge import datasheets
 
     sheets = {datasheets.lookup(name) for name in ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB",
                                                    "Tesla V100-SXM2-16GB")}
@@ -372,13 +372,13 @@ def test_the_datasheets_name_the_models_nvml_reports_in_the_recordings():
 
 
 def test_a_bad_datasheet_entry_is_refused_with_its_place(tmp_path, monkeypatch):
-    from preflight import datasheets
+    from preflight.knowledge import datasheets
     from preflight.errors import PreflightError
 
     (tmp_path / "knowledge").mkdir()
     (tmp_path / "knowledge" / "gpu-datasheets.toml").write_text(
         '[[gpu]]\nmodel = "X"\nnames = ["NVIDIA X"]\nfp16_tflops = "fast"\nmemory_gbs = 1\nsource = "s"\n')
-    monkeypatch.setattr("preflight.shipped.data_dir", lambda: str(tmp_path))
+    monkeypatch.setattr("preflight.knowledge.shipped.data_dir", lambda: str(tmp_path))
     monkeypatch.setattr(datasheets, "_by_name", None)
     with pytest.raises(PreflightError, match=r"gpu-datasheets.toml:4: \[\[gpu\]\] 1: 'fp16_tflops' must be a "
                                              r"positive number, found 'fast'"):

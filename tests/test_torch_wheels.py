@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from conftest import nvml_fixture, run_cli
-from preflight import torch_wheels
+from conftest import run_cli
+from preflight.knowledge import torch_wheels
 from preflight.engine import loader
 
 Choice, NoChoice = torch_wheels.Choice, torch_wheels.NoChoice

@@ -10,7 +10,13 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from preflight.capacity.workloads import ESTIMATED_USABLE, OPTIMIZER_STATE_BYTES, PRECISIONS, GpuModel, Workload
+from preflight.capacity.workloads import (
+    ESTIMATED_USABLE,
+    OPTIMIZER_STATE_BYTES,
+    PRECISIONS,
+    GpuModel,
+    Workload,
+)
 from preflight.errors import PreflightError
 
 IMG_STRIDE = 32             # YOLOv9 rounds --img up to a multiple of its largest stride

@@ -66,7 +66,7 @@ class Plan(NamedTuple):
 
 def json_schema() -> Dict[str, Any]:
     """``Plan.to_json`` (plan --format json) as JSON Schema."""
-    from preflight.json_schema import BOOL, INT, NUM, STR, nullable, obj, strings
+    from preflight.files.json_schema import BOOL, INT, NUM, STR, nullable, obj, strings
 
     count = {"type": "integer", "minimum": 0}
     row = obj(["name", "source", "subject", "memory_bytes", "available_bytes", "verdict", "fits", "max_batch",

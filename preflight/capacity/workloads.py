@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-
 PRECISIONS = {"train": ("amp", "fp32"), "inference": ("fp16", "fp32")}
 # Bytes of optimizer state per parameter (FP32 buffers): SGD with momentum keeps one, Adam and AdamW two.
 OPTIMIZER_STATE_BYTES = {"SGD": 4, "Adam": 8, "AdamW": 8}

@@ -8,7 +8,7 @@ from preflight.commands.options import CheckOptions, OutputOptions
 
 def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None,
          kept: common.Keep = common.Keep()) -> int:
-    from preflight.output import emit
+    from preflight.files.output import emit
     from preflight.render import formats
 
     report = pipeline.check(options, warn)

@@ -7,8 +7,8 @@ import sys
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from preflight.commands.options import CheckOptions
-from preflight.errors import PreflightError
 from preflight.engine import loader
+from preflight.errors import PreflightError
 from preflight.facts import collect
 
 Warn = Optional[Callable[[str], None]]
@@ -73,8 +73,8 @@ def keep(report, kept: Keep, warn: Warn = None, host: Optional[str] = None, line
     """Write the report to ``--report-dir`` as HOST.json (``host``: the Slurm node name; else the report's) and
     send ``line`` (else the report's summary) to syslog."""
     if kept.report_dir:
-        from preflight import kept_reports
-        from preflight.output import json_text
+        from preflight.files import kept_reports
+        from preflight.files.output import json_text
 
         try:
             kept_reports.write(kept.report_dir, host or report.host or _short_host(), json_text(report.to_json()))
@@ -89,7 +89,7 @@ def keep(report, kept: Keep, warn: Warn = None, host: Optional[str] = None, line
 
 def keep_line(kept: Keep, line: str, severity: str, warn: Warn = None) -> None:
     if kept.syslog:
-        from preflight import kept_reports
+        from preflight.files import kept_reports
 
         kept_reports.syslog(line, severity, warn)
 

@@ -12,7 +12,7 @@ COMPLETE_VARIABLE = "_PREFLIGHT_COMPLETE"
 def main(command, shell: str) -> int:
     from click.shell_completion import get_completion_class
 
-    from preflight.output import emit
+    from preflight.files.output import emit
 
     script = get_completion_class(shell)(command, {}, "preflight", COMPLETE_VARIABLE).source()
     emit(script)

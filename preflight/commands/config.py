@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from typing import Callable, Optional, Sequence
 
-from preflight import site_config
 from preflight.commands import pipeline, site
 from preflight.commands.options import CheckOptions
+from preflight.config import site_config
 
 
 def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partitions: Sequence[str],

@@ -50,10 +50,9 @@ def _not_gzip(path: str, exc: BaseException) -> PreflightError:
 def run(path: str, options: CheckOptions, warn: common.Warn = None):
     """The diagnosis of the log at ``path``, its fixes made concrete with the facts options.facts_from allows
     (preflight.diagnose.whose_facts)."""
+    from preflight.commands import pipeline, site
     from preflight.diagnose import diagnosis
     from preflight.diagnose.scan import scan
-
-    from preflight.commands import pipeline, site
 
     # The site configuration's rules and settings apply (facts_from among them); with --facts-from log this
     # machine is not looked at, so a [[match]] on its GPUs does not apply either.
@@ -89,8 +88,7 @@ def run(path: str, options: CheckOptions, warn: common.Warn = None):
 
 
 def main(path: str, options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) -> int:
-    from preflight.output import emit
-
+    from preflight.files.output import emit
     from preflight.render import formats
 
     found = run(path, options, warn)

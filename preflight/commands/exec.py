@@ -6,10 +6,10 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from preflight import entrypoint
 from preflight.commands import common, pipeline
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode
+from preflight.integrations import entrypoint
 
 
 def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, warn_only: bool, retry_timeout: float,

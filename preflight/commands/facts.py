@@ -20,7 +20,7 @@ def run(options: CheckOptions, warn: common.Warn = None) -> Dict[str, Any]:
 
 
 def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) -> int:
-    from preflight.output import emit
+    from preflight.files.output import emit
     from preflight.render import formats
 
     emit(formats.render("facts", run(options, warn), shown.format), shown.output)
@@ -29,7 +29,7 @@ def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) 
 
 def list_facts() -> int:
     from preflight.facts.registry import REGISTRY
-    from preflight.output import emit
+    from preflight.files.output import emit
 
     width = max(len(path) for path in REGISTRY)
     emit("\n".join("%s  %-8s  %-7s  %s" % (fact.path.ljust(width), fact.kind, "per-GPU" if fact.per_gpu else "",

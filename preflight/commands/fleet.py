@@ -40,7 +40,7 @@ class Evaluator:
 
     def _for(self, here) -> pipeline.Prepared:
         """What a node the configuration sees as ``here`` is judged by (None: no host or GPU known)."""
-        from preflight import site_config
+        from preflight.config import site_config
 
         applied = site.Applied(self.given, self.config, None, None)
         if self.config is not None:
@@ -77,7 +77,7 @@ class Evaluator:
         host = data.get("hostname") if isinstance(data.get("hostname"), str) else None
         prepared = self.defaults
         if self.config is not None:
-            from preflight import site_config
+            from preflight.config import site_config
 
             try:
                 prepared = self._for(site_config.Target((host or "").split(".")[0], site.gpu_names(data)))
@@ -119,7 +119,7 @@ def baseline_file(path: str) -> dict:
 
 def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown: OutputOptions,
          warn: common.Warn = None) -> int:
-    from preflight.output import emit
+    from preflight.files.output import emit
     from preflight.render import formats
     from preflight.render.fleet import FleetView
 

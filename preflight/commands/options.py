@@ -6,8 +6,9 @@ import os
 import sys
 from typing import FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple
 
+from preflight.config.settings import SETTINGS
 from preflight.errors import PreflightError
-from preflight.settings import SETTINGS
+
 
 class _Workload(NamedTuple):
     workload: str
@@ -115,7 +116,7 @@ class CheckOptions(_Check):
                 config: Optional[str] = None, given: Iterable[str] = (),
                 kernel_log: Optional[str] = None, command: str = "check", facts_from: str = "auto",
                 fit_labels: Sequence[str] = (), smoke: Optional["SmokeOptions"] = None) -> "CheckOptions":
-        # Each setting parsed and checked by its one declaration (preflight.settings), whoever builds the options.
+        # Each setting parsed and checked by its one declaration (preflight.config.settings), whoever builds the options.
         profile = SETTINGS["profile"].read(profile)
         timeout = SETTINGS["timeout"].read(timeout)
         expect_gpus = SETTINGS["expect_gpus"].read(expect_gpus)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, TYPE_CHECKING, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.commands import common, site
 from preflight.commands.options import CheckOptions
@@ -24,7 +24,7 @@ from preflight.errors import PreflightError
 from preflight.facts.view import Context
 
 if TYPE_CHECKING:
-    from preflight import site_config
+    from preflight.config import site_config
     from preflight.engine.loader import RuleSet
     from preflight.engine.model import ResolvedRule
     from preflight.report import Report
@@ -74,7 +74,7 @@ def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: 
         applied = site.apply(options, node, warn, target)
     options = applied.options
     if node is not None:
-        from preflight import slurm as admission
+        from preflight.integrations import slurm as admission
 
         where = applied.effective.origins.get("profile") if applied.effective and "profile" not in options.given \
             else None
@@ -124,7 +124,7 @@ def judge(prepared: Prepared, snapshot: Dict[str, Any], source: str = "live",
           started: Optional[float] = None) -> "Report":
     """The rules evaluated on the snapshot in this run's context, as a Report (with its one verdict policy)."""
     from preflight.engine.evaluate import evaluate
-    from preflight.package_index import stale_note
+    from preflight.knowledge.package_index import stale_note
     from preflight.report import Report
 
     run_context = context(prepared, snapshot)

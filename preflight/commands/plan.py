@@ -132,7 +132,7 @@ def _this_machine(request, batch: int, gpus: int, rule, snapshot):
 
 def main(options: CheckOptions, gpu_filters: List[str], shown: OutputOptions, warn: common.Warn = None,
          custom=None, gpus: int = 1) -> int:
-    from preflight.output import emit
+    from preflight.files.output import emit
     from preflight.render import formats
 
     result = run(options, gpu_filters, warn, custom, gpus)

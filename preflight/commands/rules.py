@@ -6,7 +6,7 @@ from typing import List, Optional
 
 from preflight.commands import common
 from preflight.errors import ExitCode
-from preflight.output import emit
+from preflight.files.output import emit
 
 
 def _in_profile(ruleset, profile: Optional[str]):

@@ -20,7 +20,7 @@ DOCUMENTS = {
               "preflight.facts.snapshot:json_schema"),
     "fleet": ("preflight.fleet/1", "what preflight fleet --format json writes", "preflight.render.fleet:json_schema"),
     "config": ("preflight.config/1", "the site configuration (/etc/preflight/config.toml), its TOML as JSON; "
-               "preflight config validate also checks rule ids and settings", "preflight.site_config:json_schema"),
+               "preflight config validate also checks rule ids and settings", "preflight.config.site_config:json_schema"),
 }
 NAMES = {name: document[0] for name, document in DOCUMENTS.items()}
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -29,7 +29,7 @@ BASE = "urn:preflight:schema:"
 
 def generated(name: str) -> str:
     """The schema of document ``name`` as the code beside its writer defines it, as the shipped file holds it."""
-    from preflight.output import json_text
+    from preflight.files.output import json_text
 
     schema_name, what, reference = DOCUMENTS[name]
     module, _, function = reference.partition(":")
@@ -45,7 +45,7 @@ def path_of(name: str) -> str:
 
 
 def main(name: Optional[str], output: Optional[str] = None) -> int:
-    from preflight.output import emit
+    from preflight.files.output import emit
 
     if name is None:
         emit("\n".join("%-10s %s" % (key, value) for key, value in NAMES.items()), output)

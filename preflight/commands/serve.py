@@ -22,8 +22,8 @@ def parse_listen(text: str):
 
 def main(options: CheckOptions, listen: str, interval: float, nfd_output: Optional[str], expires_in: float,
          warn: common.Warn = None) -> int:
-    from preflight import serve
     from preflight.commands import pipeline
+    from preflight.integrations import serve
 
     host, port = parse_listen(listen)
     latest = serve.Latest()
@@ -31,7 +31,7 @@ def main(options: CheckOptions, listen: str, interval: float, nfd_output: Option
 
     def after(report) -> None:
         if nfd_output:
-            from preflight.output import emit
+            from preflight.files.output import emit
             from preflight.render import nfd
 
             emit(nfd.render(report, expires_in=expires_in), nfd_output)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.commands.options import CheckOptions
+from preflight.config.settings import SETTINGS
 from preflight.errors import PreflightError
-from preflight.settings import SETTINGS
 
 if TYPE_CHECKING:
-    from preflight import site_config
+    from preflight.config import site_config
     from preflight.engine import loader
 
 # Where the site configuration is looked for when neither --config nor PREFLIGHT_CONFIG names one.
@@ -45,7 +45,7 @@ def host_name() -> str:
 def target(options: CheckOptions, node=None, gpus: Optional[Tuple[str, ...]] = None,
            host: Optional[str] = None) -> "site_config.Target":
     """This machine as [[match]] sees it: the Slurm node being admitted, else the job's partition from the environment."""
-    from preflight import site_config
+    from preflight.config import site_config
 
     if node is not None:
         return site_config.Target(host or node.name, gpus, node.partitions, node.features)
@@ -68,7 +68,7 @@ STRICT_COMMANDS = ("slurm", "exec", "serve")
 def read(path: Optional[str], options: CheckOptions, warn=None) -> "site_config.Config":
     """The configuration at ``path``: refused when others could change it under slurm, exec and serve (they act
     on what it says, unattended), warned about elsewhere."""
-    from preflight import site_config
+    from preflight.config import site_config
 
     if path is not None:
         problem = site_config.permission_problem(path)
@@ -95,7 +95,7 @@ def apply(options: CheckOptions, node=None, warn=None, here: "Optional[site_conf
         config = read(path, options, warn)
     if not config.sections:
         return Applied(options, config, None, None)
-    from preflight import site_config
+    from preflight.config import site_config
 
     early = None
     if here is None:
@@ -145,7 +145,7 @@ def validate(applied: Applied, ruleset: "loader.RuleSet") -> None:
     config = applied.config
     if config is None or not config.sections:
         return
-    from preflight import site_config
+    from preflight.config import site_config
 
     other_rules = [site_config.rule_path(config.path or "", path) for section, why_not in
                    (applied.effective.applied if applied.effective else []) if why_not
@@ -169,7 +169,7 @@ def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
              profiles: Sequence[str]) -> "List[site_config.ConfigError]":
     """What is wrong with the rule ids and settings the configuration's sections name, in file order; a ``set``
     is checked under the section's own profile, else under each of ``profiles``."""
-    from preflight import site_config
+    from preflight.config import site_config
     from preflight.engine import selection
 
     found: List[site_config.ConfigError] = []
@@ -201,7 +201,7 @@ def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
 
 def origins(applied: Applied) -> List[Tuple[str, str, str]]:
     """(setting, value, where it came from) for every setting, for `preflight config show`."""
-    from preflight import site_config
+    from preflight.config import site_config
 
     options, effective = applied.options, applied.effective
     rows: List[Tuple[str, str, str]] = []

@@ -15,10 +15,10 @@ import os
 import time
 from typing import Callable, List, Optional
 
-from preflight import slurm as admission
 from preflight.commands import common, pipeline
 from preflight.commands.options import CheckOptions
 from preflight.errors import ExitCode, PreflightError
+from preflight.integrations import slurm as admission
 
 
 def main(options: CheckOptions, node: Optional[str], scontrol: Optional[str], slurm_conf: Optional[str],

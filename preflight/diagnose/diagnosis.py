@@ -17,7 +17,7 @@ import os
 import shlex
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
-from preflight import knowledge, units
+from preflight import units
 from preflight.diagnose.failures import Failure
 from preflight.diagnose.scan import Hit, ScanResult
 from preflight.diagnose.whose_facts import Decision
@@ -28,6 +28,7 @@ from preflight.engine.placeholders import RUN_PREFIX, fact_variable
 from preflight.errors import ExitCode
 from preflight.facts.registry import REGISTRY
 from preflight.facts.view import SnapshotView, Unknown
+from preflight.knowledge import nvidia
 
 # Values every fix may rely on when nothing better is known. No wheel index is assumed here: which torch
 # to install depends on the driver, the GPU and the Python (torch_wheels), known from facts or the log.
@@ -231,13 +232,13 @@ def _catalog_gpu(ruleset: RuleSet, name: Optional[str], mib: Optional[str]):
 
 def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """Values the log implies: the driver's CUDA, the torch that fits it and the GPU, a module's pip name."""
-    from preflight import torch_wheels
     from preflight.facts import derived
+    from preflight.knowledge import torch_wheels
 
     run = run or {}
     values: Dict[str, str] = {}
     code = groups.get("driver_cuda_code")
-    driver_cuda = knowledge.cuda_from_nvml(int(code)) if code and code.isdigit() else run.get("run_driver_cuda")
+    driver_cuda = nvidia.cuda_from_nvml(int(code)) if code and code.isdigit() else run.get("run_driver_cuda")
     sm = derived.parse_arch_flag(groups.get("gpu_sm", ""))
     cc = "%d.%d" % sm[1] if sm else run.get("run_compute_capability")
     if driver_cuda or cc:
@@ -318,7 +319,7 @@ def _oom_values(ruleset: RuleSet, run: Dict[str, str]) -> Dict[str, str]:
 def _pip_name(module: str, ruleset: RuleSet) -> Optional[str]:
     """What to pip-install for an import name, only where it is known: the package tables of the loaded rules, or a
     package the index knowledge has under the module's own name. Never a guess: None."""
-    from preflight import package_index
+    from preflight.knowledge import package_index
 
     for rule in ruleset.rules.values():
         table = rule.raw_params.get("packages") if rule.comparison.name == "present" else None
@@ -383,7 +384,7 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
         # checks, the entry's fixed values, and what the log line says; the platform markers last.
         base = dict(GENERIC_DEFAULTS, **failure.defaults)
         if "{torch_pythons}" in " ".join(failure.fix.texts()):
-            from preflight import torch_wheels
+            from preflight.knowledge import torch_wheels
 
             base["torch_pythons"] = torch_wheels.pythons_text()
         base.update(_derived(groups, ruleset, run))
@@ -427,7 +428,7 @@ def _notes(run: Dict[str, str]) -> List[str]:
 def json_schema() -> Dict[str, Any]:
     """``Diagnosis.to_json`` (diagnose --format json) as JSON Schema."""
     from preflight.engine import fix
-    from preflight.json_schema import BOOL, INT, STR, nullable, obj, strings
+    from preflight.files.json_schema import BOOL, INT, STR, nullable, obj, strings
 
     family = obj(["table", "row", "source"], {"table": STR, "row": nullable(STR), "source": STR})
     match = obj(["id", "key", "confidence", "title", "line", "count", "excerpt", "cause", "fix"], {

@@ -39,10 +39,10 @@ import re
 from typing import Any, Dict, List, NamedTuple, Optional
 
 from preflight.engine.fields import EntryReader, entry_reader
-from preflight.errors import close_matches
 from preflight.engine.fix import Fix
 from preflight.engine.loader import RuleSet
 from preflight.engine.placeholders import CLUE_VALUES, RUN_PREFIX, all_placeholders
+from preflight.errors import close_matches
 from preflight.facts.registry import REGISTRY
 
 _KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",

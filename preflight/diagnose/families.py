@@ -71,7 +71,7 @@ def load_table(name: str, rows_key: str) -> Table:
     if (name, rows_key) in _tables:
         return _tables[(name, rows_key)]
     from preflight.errors import PreflightError
-    from preflight.shipped import data_dir, knowledge
+    from preflight.knowledge.shipped import data_dir, knowledge
 
     path = os.path.join(data_dir(), KNOWLEDGE, name + ".toml")
     data = knowledge(os.path.join(KNOWLEDGE, name + ".toml"), "knowledge table")

@@ -6,8 +6,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
-from preflight.capacity.workloads import (ECC_STATES, OPTIMIZER_STATE_BYTES, PRECISIONS, Estimate, GpuModel,
-                                          Workload)
+from preflight.capacity.workloads import (
+    ECC_STATES,
+    OPTIMIZER_STATE_BYTES,
+    PRECISIONS,
+    Estimate,
+    GpuModel,
+    Workload,
+)
 from preflight.engine.fields import EntryReader, entry_reader
 
 if TYPE_CHECKING:

@@ -18,7 +18,8 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 
 from packaging.version import InvalidVersion, Version
 
-from preflight import package_index, units
+from preflight import units
+from preflight.knowledge import package_index
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
 MAX_PATTERN_TEXT = 4096  # characters of a fact a 'pattern' rule looks at

@@ -121,7 +121,9 @@ def _evaluate_rule(rule: ResolvedRule, facts: SnapshotView) -> List[Result]:
         if status in (FAIL, WARN):
             chosen = rule.rule.fix_for(value)
             if chosen is not None:
-                from preflight.facts import platform  # the fix's lines that fit this machine's OS and driver
+                from preflight.facts import (
+                    platform,  # the fix's lines that fit this machine's OS and driver
+                )
 
                 fix = chosen.render(dict(platform.conditions({}, facts), **variables))
         results.append(result(status, subject, message, value, fix, variables))
@@ -150,7 +152,7 @@ def _relaxed(warn_only, facts: SnapshotView, variables: Dict[str, Any]) -> Optio
 def result_json_schema() -> Dict[str, Any]:
     """``Result.to_json`` as JSON Schema."""
     from preflight.engine import fix
-    from preflight.json_schema import STATUS, SEVERITY, STR, nullable, obj
+    from preflight.files.json_schema import SEVERITY, STATUS, STR, nullable, obj
 
     return obj(["id", "title", "status", "severity", "subject", "observed", "expected", "message", "fix"], {
         "id": STR, "title": STR, "status": STATUS, "severity": SEVERITY,

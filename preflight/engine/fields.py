@@ -1,5 +1,5 @@
 """Reading one entry of a rule file ([[rule]], [[fix]], [[failure]], [[clue]], [[workload]], [[gpu]]): the typed
-reader of preflight.toml_entries, with fixes and placeholders. Every problem, an unknown key too, is a
+reader of preflight.files.toml_entries, with fixes and placeholders. Every problem, an unknown key too, is a
 RuleFileError naming the file, the line, the entry and the key."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 from preflight.engine import template
 from preflight.engine.fix import Fix
 from preflight.errors import RuleFileError, close_matches
-from preflight.toml_entries import Entry, Table
+from preflight.files.toml_entries import Entry, Table
 
 ENTRY_ID = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$"
 FIX_ID = r"^[a-z][a-z0-9_.-]*$"
@@ -18,7 +18,7 @@ FIX_KEYS = {"id", "title", "steps", "commands"}
 
 
 class EntryReader(Entry):
-    """An entry of a rule file (preflight.toml_entries.Entry) that may name fixes and placeholders."""
+    """An entry of a rule file (preflight.files.toml_entries.Entry) that may name fixes and placeholders."""
 
     def __init__(self, raw: Dict[str, Any], path: str, kind: str, entry_id: str,
                  warnings: List[str], fixes: Dict[str, Fix], table: Table = ()) -> None:

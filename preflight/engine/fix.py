@@ -34,8 +34,8 @@ class Fix(NamedTuple):
         title = template.render(self.title, values)
         steps, commands = _render_lines(self.steps, values), _render_lines(self.commands, values)
         if any("pip" in command and "install" in command for command in commands):
-            # Every pin checked against what exists for the job's Python (preflight.pip_commands).
-            from preflight.pip_commands import review
+            # Every pin checked against what exists for the job's Python (preflight.knowledge.pip_commands).
+            from preflight.knowledge.pip_commands import review
 
             commands, more = review(commands, values.get("python_version"), values.get("platform"))
             steps += [step for number, step in enumerate(more) if step not in more[:number] and step not in steps]
@@ -55,6 +55,6 @@ def _render_lines(lines: List[Line], values: Dict[str, Any]) -> List[str]:
 
 def json_schema() -> Dict[str, Any]:
     """A rendered fix in a JSON document (null where a result has none)."""
-    from preflight.json_schema import STR, nullable, obj, strings
+    from preflight.files.json_schema import STR, nullable, obj, strings
 
     return nullable(obj(["title", "steps", "commands"], {"title": STR, "steps": strings(), "commands": strings()}))

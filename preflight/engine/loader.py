@@ -19,15 +19,21 @@ import importlib
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from preflight import shipped
 from preflight.engine.compare import COMPARISONS
 from preflight.engine.fields import EntryReader, build_fix, entry_reader
 from preflight.engine.fix import Fix
-from preflight.engine.model import DEFAULT_FIX_ORDER, PROFILES, SEVERITIES, Rule, WarnOnly
+from preflight.engine.model import (
+    DEFAULT_FIX_ORDER,
+    PROFILES,
+    SEVERITIES,
+    Rule,
+    WarnOnly,
+)
 from preflight.engine.placeholders import BASE_PLACEHOLDERS, all_placeholders
 from preflight.errors import PreflightError, RuleFileError, close_matches
 from preflight.facts.conditions import CONDITIONS
 from preflight.facts.registry import REGISTRY
+from preflight.knowledge import shipped
 
 _RULE_KEYS = {"examples", "id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message",
               "pass_message", "labels", "fix", "fixes", "why", "source", "profile", "warn_only", "fix_order", "answers"}

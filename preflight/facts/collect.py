@@ -17,9 +17,9 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 from preflight import __version__, inventory
-from preflight.shipped import as_of
 from preflight.errors import ProbeError, ProbeTimeout
 from preflight.facts.snapshot import SCHEMA
+from preflight.knowledge.shipped import as_of
 
 # Every probe a snapshot can hold, in the order they are reported.
 PROBES = ("nvml", "host", "python", "torch_arch", "container", "kernel_log")
@@ -127,8 +127,8 @@ def collect(probes, options: Options, reuse: Optional[Dict[str, Any]] = None) ->
         snapshot["visibility"] = _visibility(nvml, options.environ) if nvml else None
         live = options.nvml_binding is None and not options.nvml_fixture
         if "nvml" in tasks and nvml and nvml.get("health_read") and live and options.use_cache:
-            from preflight.cache import usable_dir
             from preflight.facts import history
+            from preflight.files.cache import usable_dir
 
             folder = usable_dir()
             if folder is not None:

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from preflight import knowledge
+from preflight.knowledge import nvidia
 
 
 def _version(text) -> Optional[Version]:
@@ -47,19 +47,19 @@ def cuda_compat(driver_version: Optional[str], driver_cuda: Optional[str], torch
     only through compiled kernels (no PTX JIT).
     ``driver_too_old``: it will fail ("CUDA driver version is insufficient").
     """
-    need = knowledge.parse_major_minor(torch_cuda)
-    have = knowledge.parse_major_minor(driver_cuda)
-    required = knowledge.min_driver_for_cuda(need) if need else None
+    need = nvidia.parse_major_minor(torch_cuda)
+    have = nvidia.parse_major_minor(driver_cuda)
+    required = nvidia.min_driver_for_cuda(need) if need else None
     details = {
         "torch_cuda": torch_cuda, "driver_cuda": driver_cuda, "driver_version": driver_version,
         "required_driver": required or "a driver newer than this table knows (see NVIDIA's CUDA release notes)",
-        "compat_driver": knowledge.MINOR_VERSION_COMPAT_DRIVER.get(need[0]) if need else None,
+        "compat_driver": nvidia.MINOR_VERSION_COMPAT_DRIVER.get(need[0]) if need else None,
     }
     if need is None or have is None:
         return "unknown", details
     if have >= need:
         return "ok", details
-    floor = knowledge.MINOR_VERSION_COMPAT_DRIVER.get(need[0])
+    floor = nvidia.MINOR_VERSION_COMPAT_DRIVER.get(need[0])
     driver = _version(driver_version)
     if have[0] == need[0] and floor and driver is not None and driver >= Version(floor):
         return "minor_version_compat", details
@@ -88,7 +88,7 @@ def torch_kernels(arch_flags: Sequence[str], compute_capability: str, minor_vers
     the GPU works through JIT compilation by the driver, which a driver that
     runs this CUDA only under minor-version compatibility cannot do.
     """
-    cc = knowledge.parse_major_minor(compute_capability)
+    cc = nvidia.parse_major_minor(compute_capability)
     gpu_sm = "sm_%d%d" % cc if cc else "sm_?"
     details = {"torch_archs": " ".join(arch_flags) or "(none)", "gpu_sm": gpu_sm}
     if cc is None:
@@ -166,7 +166,7 @@ def requirements_apply(container: Dict[str, Any]) -> Optional[str]:
 def effective_requirements(container: Dict[str, Any]) -> Dict[str, str]:
     """The NVIDIA_REQUIRE_* variables, plus the ``cuda>=X.Y`` that CUDA_VERSION implies without NVIDIA_REQUIRE_CUDA."""
     requirements = dict(container.get("requirements") or {})
-    cuda = knowledge.parse_major_minor(container.get("CUDA_VERSION"))
+    cuda = nvidia.parse_major_minor(container.get("CUDA_VERSION"))
     if "NVIDIA_REQUIRE_CUDA" not in requirements and cuda:
         requirements["NVIDIA_REQUIRE_CUDA"] = "cuda>=%d.%d" % cuda
     return requirements

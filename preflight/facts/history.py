@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any, Dict, Optional
 
-from preflight import knowledge
+from preflight.knowledge import nvidia
 
 FILE = "gpu-counters.json"
 
@@ -33,11 +33,11 @@ def annotate(nvml: Dict[str, Any], folder: str, now: Optional[float] = None) -> 
         before = previous.get(uuid)
         if isinstance(before, dict) and isinstance(before.get("time"), (int, float)):
             elapsed = now - before["time"]
-            if 1 <= elapsed <= knowledge.COUNTER_HISTORY_MAX_AGE:
+            if 1 <= elapsed <= nvidia.COUNTER_HISTORY_MAX_AGE:
                 _compare(gpu, reading, before, elapsed)
         current[uuid] = reading
     if current:
-        from preflight.cache import write_json
+        from preflight.files.cache import write_json
 
         write_json(path, dict(previous, **current))  # an unwritable cache only means no rates next time
 
@@ -75,7 +75,7 @@ def _counts(value: Any, before: Any) -> bool:
 
 
 def _read(path: str) -> Dict[str, Any]:
-    from preflight.cache import read_json
+    from preflight.files.cache import read_json
 
     data = read_json(path)
     return data if isinstance(data, dict) else {}

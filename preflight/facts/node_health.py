@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from preflight import knowledge
+from preflight.knowledge import nvidia
 
 Judged = Tuple[str, Dict[str, Any]]
 
@@ -26,14 +26,14 @@ def pcie(gpu: Dict[str, Any]) -> Judged:
     details = {"pcie_width": "x%d" % width, "pcie_max_width": "x%d" % max_width,
                "pcie_generation": "Gen%d" % generation, "pcie_max_generation": "Gen%d" % max_generation,
                "utilization": "%s%%" % busy if busy is not None else "unknown",
-               "replays": link.get("replay_counter"), "replay_limit": knowledge.PCIE_REPLAYS_PER_MINUTE,
+               "replays": link.get("replay_counter"), "replay_limit": nvidia.PCIE_REPLAYS_PER_MINUTE,
                "replay_rate": "%s a minute since the last check" % rate if rate is not None
                else "no earlier reading to compare with"}
     if width < max_width:
         return "width_degraded", details
-    if generation < max_generation and busy is not None and busy >= knowledge.PCIE_BUSY_UTILIZATION:
+    if generation < max_generation and busy is not None and busy >= nvidia.PCIE_BUSY_UTILIZATION:
         return "generation_degraded", details
-    if rate is not None and rate > knowledge.PCIE_REPLAYS_PER_MINUTE:
+    if rate is not None and rate > nvidia.PCIE_REPLAYS_PER_MINUTE:
         return "replays_rising", details
     if generation < max_generation:
         return "idle_downshift", details
@@ -63,7 +63,7 @@ def nvlink(gpu: Dict[str, Any], peers: Sequence[Dict[str, Any]]) -> Judged:
             "%s +%d" % (k, v) for k, v in sorted(rose.items())) + " in %.0f s" % seconds
         crc = rose.get("crc_flit", 0) + rose.get("crc_data", 0)
         if rose.get("replay", 0) or rose.get("recovery", 0) or \
-                (seconds and crc / seconds >= knowledge.NVLINK_CRC_ERRORS_PER_SECOND):
+                (seconds and crc / seconds >= nvidia.NVLINK_CRC_ERRORS_PER_SECOND):
             return "errors_rising", details
     if link["active"] == 0:
         return "no_active_links", details
@@ -90,9 +90,9 @@ def retired_pages(gpu: Dict[str, Any]) -> Judged:
     total = pages["single_bit"] + pages["double_bit"]
     previous = pages.get("previous_total")
     details = {"retired_total": total, "retired_single_bit": pages["single_bit"],
-               "retired_double_bit": pages["double_bit"], "retired_limit": knowledge.RETIRED_PAGES_LIMIT,
+               "retired_double_bit": pages["double_bit"], "retired_limit": nvidia.RETIRED_PAGES_LIMIT,
                "retired_previous": previous if previous is not None else "no earlier reading"}
-    if total >= knowledge.RETIRED_PAGES_LIMIT:
+    if total >= nvidia.RETIRED_PAGES_LIMIT:
         return "over_limit", details
     if previous is not None and total > previous:
         return "growing", details
@@ -146,7 +146,7 @@ def unlisted_pci(nvml: Dict[str, Any]) -> List[str]:
 def xid_findings(events: Sequence[Dict[str, Any]], gpus: Sequence[Dict[str, Any]], kind: str) -> List[str]:
     """One line per (GPU, Xid) of this kind ("node", "watch" or "application"), with its count, meaning and what
     to do: "gpu3 (0000:3b:00): Xid 79 x2, GPU has fallen off the bus: drain the node and reboot it"."""
-    from preflight import xid as catalogue
+    from preflight.knowledge import xid as catalogue
     from preflight.probes.kernel_log import normal_pci
 
     where = {normal_pci(g["pci_bus_id"]): "gpu%d" % g["index"] for g in gpus if g.get("pci_bus_id")}

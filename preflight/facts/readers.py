@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from preflight import knowledge, units
+from preflight import units
 from preflight.facts import derived, node_health
 from preflight.facts.view import SnapshotView, Unknown
+from preflight.knowledge import nvidia
 
 Compute = Callable[[SnapshotView, Optional[Dict[str, Any]]], Any]
 
@@ -54,7 +55,7 @@ def nvml_system(field: str) -> Compute:
 
 def driver_version(facts: SnapshotView, gpu) -> Tuple[Any, Dict[str, Any]]:
     ccs = [g.get("compute_capability") for g in facts.machine_gpus()]
-    return nvml_system("driver_version")(facts, gpu), {"branch_advice": knowledge.driver_branch_advice(ccs)}
+    return nvml_system("driver_version")(facts, gpu), {"branch_advice": nvidia.driver_branch_advice(ccs)}
 
 
 def gpu_details(gpu: Optional[Dict[str, Any]]) -> Dict[str, Any]:
@@ -134,7 +135,7 @@ WHEEL_DETAILS = ("index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_
 
 def wheel(facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Dict[str, Optional[str]]:
     """The torch to install here (torch_wheels.fix_values) for this driver, Python and these GPUs (or ``gpu``)."""
-    from preflight import torch_wheels
+    from preflight.knowledge import torch_wheels
 
     driver_version = driver_cuda = python = None
     ccs: List[Optional[str]] = []
@@ -181,7 +182,7 @@ def torch_kernels(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     if status.get("status") == "timeout":
         # A cold 'import torch' slower than the deadline says nothing about the kernels: not a failure.
         waited = status.get("seconds") or facts.snapshot.get("seconds") or 0
-        sm = knowledge.parse_major_minor((gpu or {}).get("compute_capability")) if gpu else None
+        sm = nvidia.parse_major_minor((gpu or {}).get("compute_capability")) if gpu else None
         details = dict(gpu_details(gpu), torch_wait="%.0f" % waited, torch_version=facts.torch().get("version") or "?",
                        python_executable=python_executable(facts), torch_archs="(not known yet)",
                        gpu_sm="sm_%d%d" % sm if sm else "?")
@@ -381,7 +382,7 @@ def packages(facts: SnapshotView, gpu) -> Tuple[Dict[str, Any], Dict[str, Any]]:
         # the pair, and a torchvision pinned to the old torch would undo it).
         details["torch_not_running"] = _torch_not_running(facts, torch)
         if details["torch_not_running"] is None:
-            from preflight import torch_wheels
+            from preflight.knowledge import torch_wheels
 
             details.update(torch_wheels.paired_torchvision(torch.get("version"), torch.get("cuda"),
                                                            details.get("python_version")))

@@ -150,7 +150,7 @@ _AGAINST_DATASHEET = {"tflops": ("matmul_tflops", "fp16_tflops", "TFLOPS"),
 
 def _against_datasheet(facts: SnapshotView, what: str) -> list:
     """(ratio, device, measured, datasheet) for every tested GPU whose model the datasheets list."""
-    from preflight import datasheets
+    from preflight.knowledge import datasheets
 
     measured_key, sheet_key, _ = _AGAINST_DATASHEET[what]
     rows = []
@@ -274,13 +274,13 @@ def link_share(facts: SnapshotView, gpu) -> Tuple[float, Dict[str, Any]]:
 
 
 def _links(facts: SnapshotView) -> Tuple[float, str]:
-    from preflight import knowledge
+    from preflight.knowledge import nvidia
 
     gpus = [nvml_gpu(facts, device) for device in devices(facts)]
     nvlinks = [(gpu.get("nvlink") or {}).get("active") for gpu in gpus]
     if gpus and all(isinstance(active, int) and active > 0 for active in nvlinks):
         majors = {int(str(gpu.get("compute_capability") or "0").split(".")[0]) for gpu in gpus}
-        per_link = min(knowledge.NVLINK_GBS_PER_LINK.get(major, 0.0) for major in majors)
+        per_link = min(nvidia.NVLINK_GBS_PER_LINK.get(major, 0.0) for major in majors)
         if per_link:
             fewest = min(nvlinks)
             return fewest * per_link, "NVLink: %d active links x %g GB/s = %g GB/s per direction" % (
@@ -289,9 +289,9 @@ def _links(facts: SnapshotView) -> Tuple[float, str]:
     for gpu in gpus:
         pcie = gpu.get("pcie") or {}
         generation, width = pcie.get("current_generation"), pcie.get("current_width")
-        if generation not in knowledge.PCIE_GBS_PER_LANE or not isinstance(width, int) or width <= 0:
+        if generation not in nvidia.PCIE_GBS_PER_LANE or not isinstance(width, int) or width <= 0:
             raise Unknown("NVML reports neither NVLink nor the PCIe link of GPU %s" % gpu.get("index"))
-        lanes.append((knowledge.PCIE_GBS_PER_LANE[generation] * width, generation, width))
+        lanes.append((nvidia.PCIE_GBS_PER_LANE[generation] * width, generation, width))
     if not lanes:
         raise Unknown("no tested GPU")
     slowest, generation, width = min(lanes)

@@ -11,7 +11,7 @@ _HINT = "a facts file is the JSON that 'preflight facts' prints; create one with
 
 
 def load(path: str) -> Dict[str, Any]:
-    from preflight import input_files
+    from preflight.files import input_files
 
     what = "facts file %s" % ("(standard input)" if path == "-" else path)
     data = input_files.load_json(path, what, FactsFileError, _HINT, allow_stdin=True)
@@ -26,7 +26,9 @@ def validate(data: Any, path: str) -> None:
         raise FactsFileError("facts file %s: 'schema' is %r; this preflight reads %r" % (path, data.get("schema"), SCHEMA), _HINT)
     if not isinstance(data.get("probes"), dict):
         raise FactsFileError("facts file %s: 'probes' must be an object" % path, _HINT)
-    from preflight.probes import shape  # not on the path of a plain check: only files are validated
+    from preflight.probes import (
+        shape,  # not on the path of a plain check: only files are validated
+    )
 
     try:
         shape.check(data)
@@ -38,7 +40,7 @@ def validate(data: Any, path: str) -> None:
 def json_schema() -> Dict[str, Any]:
     """A snapshot (what preflight facts writes) as JSON Schema, from the shape the code reads and checks."""
     from preflight import inventory
-    from preflight.json_schema import from_shape
+    from preflight.files.json_schema import from_shape
     from preflight.probes import shape
 
     schema = from_shape(shape.SNAPSHOT)

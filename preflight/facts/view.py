@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, Dict, List, NamedTuple, Optional
 
 
-
 class Unknown(Exception):
     """A fact that could not be known; the message says why."""
 

@@ -11,7 +11,6 @@ import json
 from collections import Counter, OrderedDict
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-
 SCHEMA = "preflight.fleet/1"
 DRIFT_KEYS = ("driver", "cuda", "gpu_model", "gpu_count", "torch", "python")
 DRIFT_WORDS = {"driver": "driver", "cuda": "driver CUDA", "gpu_model": "GPU model", "gpu_count": "GPU count",

@@ -16,7 +16,7 @@ import os
 import warnings
 from typing import Any, Dict, List, Optional
 
-from preflight import knowledge
+from preflight.knowledge import nvidia
 
 # NVML error classes whose meaning is "this query does not apply here".
 _NOT_SUPPORTED = ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
@@ -187,7 +187,7 @@ def _read_machine(binding, live: bool, health: bool = False) -> Dict[str, Any]:
     return {
         "init": {"status": "ok", "error": None, "code": None, "message": None},
         "driver_version": driver,
-        "cuda_driver_version": knowledge.cuda_from_nvml(cuda_encoded) if cuda_encoded else None,
+        "cuda_driver_version": nvidia.cuda_from_nvml(cuda_encoded) if cuda_encoded else None,
         "device_count": count,
         "gpus": [_read_gpu(binding, index, live, health) for index in range(count)],
         "health_read": health,
@@ -208,9 +208,9 @@ def _read_gpu(binding, index: int, live: bool, health: bool = False) -> Dict[str
     pci = r.get("pci_bus_id", "nvmlDeviceGetPciInfo", handle)
     gpu["pci_bus_id"] = _text(getattr(pci, "busId", None)) if pci is not None else None
     brand = r.get("brand", "nvmlDeviceGetBrand", handle)
-    gpu["brand"] = knowledge.BRAND_NAMES.get(brand, "unknown") if brand is not None else None
+    gpu["brand"] = nvidia.BRAND_NAMES.get(brand, "unknown") if brand is not None else None
     arch = r.get("architecture", "nvmlDeviceGetArchitecture", handle)
-    gpu["architecture"] = knowledge.ARCHITECTURE_NAMES.get(arch, "unknown") if arch is not None else None
+    gpu["architecture"] = nvidia.ARCHITECTURE_NAMES.get(arch, "unknown") if arch is not None else None
     cc = r.get("compute_capability", "nvmlDeviceGetCudaComputeCapability", handle)
     gpu["compute_capability"] = "%d.%d" % (cc[0], cc[1]) if cc is not None else None
     gpu["memory"] = _read_memory(r, binding, handle)
@@ -378,7 +378,7 @@ def _read_clock_events(r: _Reader, binding, handle) -> Optional[Dict[str, Any]]:
     mask = r.get("clock_event_reasons", function, handle)
     if mask is None:
         return None
-    return {"mask": mask, "active": knowledge.clock_event_names(mask)}
+    return {"mask": mask, "active": nvidia.clock_event_names(mask)}
 
 
 def _read_processes(r: _Reader, handle, live: bool) -> Optional[List[Dict[str, Any]]]:

@@ -154,11 +154,11 @@ def _outcome_problem(outcome: Any):
 def load_fixture(path: str) -> Dict[str, Any]:
     """Read and validate a fixture file (or a shipped recording by name); FixtureError (exit 2) says what is
     wrong."""
-    from preflight.shipped import recording
+    from preflight.knowledge.shipped import recording
 
     path = recording(path)
     hint = "an NVML fixture is a JSON recording in the nvml-fixture/1 format: format, init, system, devices (docs/workstation.md: Replaying a machine; preflight/recordings/FORMAT.md)"
-    from preflight import input_files
+    from preflight.files import input_files
 
     data = input_files.load_json(path, "NVML fixture %s" % path, FixtureError, hint)
     problems = []

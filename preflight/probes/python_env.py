@@ -38,8 +38,8 @@ def probe(packages: List[Dict[str, Any]], python: Optional[str] = None, timeout:
     if completed.returncode != 0 or not lines:
         detail = (completed.stderr.strip().splitlines() or ["exit status %d" % completed.returncode])[-1]
         raise ProbeError("%s could not run the environment probe (is it Python 3.6 or newer?): %s" % (python, detail))
+    from preflight.files.input_files import parse_json
     from preflight.probes import shape
-    from preflight.input_files import parse_json
 
     try:
         answer = parse_json(lines[-1], "the answer", PreflightError)

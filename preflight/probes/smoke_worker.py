@@ -390,7 +390,9 @@ def _fit(torch, kind, indices, fit, time_left):
     if not os.path.isfile(cfg):
         return {"error": "no model definition at %s" % cfg}
     sys.path.insert(0, repo)
-    from models.yolo import Model  # the checkout's own code: what the trainer would build
+    from models.yolo import (
+        Model,  # the checkout's own code: what the trainer would build
+    )
 
     loss_module = __import__(fit.get("loss_module", "utils.loss_tal"), fromlist=["ComputeLoss"])
     device = torch.device(kind, indices[0]) if kind == "cuda" else torch.device("cpu")

@@ -14,8 +14,8 @@ import hashlib
 import os
 from typing import Any, Dict, List, Optional
 
-from preflight.cache import entry_path, read_json, write_json
 from preflight.errors import ProbeError, ProbeTimeout
+from preflight.files.cache import entry_path, read_json, write_json
 from preflight.probes import process
 
 _SCRIPT = "import sys, torch; sys.stdout.write('\\n' + str(torch._C._cuda_getArchFlags()) + '\\n')"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from preflight.knowledge import parse_major_minor
+from preflight.knowledge.nvidia import parse_major_minor
 
 
 def _cc_key(gpu: Dict[str, Any]):

@@ -33,7 +33,7 @@ def render(diagnosis: Diagnosis, color: bool = False, columns: int = 0) -> str:
                 add(text, "  %7d | " % number, " " * 10 + " | ")
             lines.append("")
 
-            from preflight.shipped import data_dir
+            from preflight.knowledge.shipped import data_dir
 
             add("If this is a failure preflight should know: its catalog is %s (preflight diagnose --list shows it); "
                 "add a [[failure]] in your own file with --rules FILE." % os.path.join(data_dir(), "failures",

@@ -150,7 +150,15 @@ def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Di
 def json_schema() -> Dict[str, Any]:
     """``as_json`` (fleet --format json) as JSON Schema."""
     from preflight.engine import fix
-    from preflight.json_schema import BOOL, INT, STATUS, STR, nullable, obj, strings
+    from preflight.files.json_schema import (
+        BOOL,
+        INT,
+        STATUS,
+        STR,
+        nullable,
+        obj,
+        strings,
+    )
 
     group = obj(["fix", "example", "nodes", "count"], {
         "fix": fix.json_schema(), "example": STR, "count": INT,

@@ -78,14 +78,14 @@ def render(kind: str, document: Any, name: str, **options: Any) -> str:
 
 def as_json(document: Any) -> str:
     """Any document as JSON: its ``to_json()`` (a snapshot or a config listing is already plain data)."""
-    from preflight.output import json_text
+    from preflight.files.output import json_text
 
     return json_text(document.to_json() if hasattr(document, "to_json") else document)
 
 
 def as_json_line(document: Any) -> str:
     """The same document as ``as_json``, compact on one line (``--format jsonl``): a log shipper's one record."""
-    from preflight.output import json_line
+    from preflight.files.output import json_line
 
     return json_line(document.to_json() if hasattr(document, "to_json") else document)
 

@@ -16,7 +16,7 @@ import time
 from typing import Dict, List, Optional
 
 from preflight import __version__, inventory
-from preflight.knowledge import parse_major_minor
+from preflight.knowledge.nvidia import parse_major_minor
 from preflight.report import Report
 
 PREFIX = "preflight."

@@ -7,8 +7,8 @@ from typing import List, NamedTuple, Tuple
 
 from preflight import __version__
 from preflight.engine.evaluate import Result
-from preflight.report import Report, blocks
 from preflight.render.blocks import COLORS, LABELS, fix_lines, paint, width, wrap
+from preflight.report import Report, blocks
 
 
 class Line(NamedTuple):

@@ -32,9 +32,9 @@ import socket
 import time
 from typing import List, NamedTuple, Optional, Tuple
 
+from preflight.engine.evaluate import Result
 from preflight.errors import ExitCode, PreflightError
 from preflight.probes import process
-from preflight.engine.evaluate import Result
 from preflight.report import Report, one_line
 
 REASON_PREFIX = "preflight:"
@@ -254,7 +254,7 @@ class DrainRecord:
     FILE = "slurm-drains.json"
 
     def __init__(self) -> None:
-        from preflight import cache
+        from preflight.files import cache
 
         self.path = cache.entry_path(self.FILE)
         data = cache.read_json(self.path)
@@ -265,7 +265,7 @@ class DrainRecord:
         return reason if isinstance(reason, str) else None
 
     def set(self, node: str, reason: Optional[str]) -> None:
-        from preflight import cache
+        from preflight.files import cache
 
         if reason is None:
             self.drains.pop(node, None)

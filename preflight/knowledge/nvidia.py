@@ -57,7 +57,7 @@ MINOR_VERSION_COMPAT_DRIVER: Dict[int, str] = {
 }
 
 # Which torch wheels exist (variants, releases, Pythons, architectures) is data:
-# rules/knowledge/pytorch-wheels.toml, read by preflight.torch_wheels.
+# rules/knowledge/pytorch-wheels.toml, read by preflight.knowledge.torch_wheels.
 
 # NVIDIA driver branches in late 2026. R580 is long-term support to mid-2028 and the last branch for
 # Maxwell, Pascal and Volta GPUs (compute capability below 7.5); R595 is a production branch to early 2027;

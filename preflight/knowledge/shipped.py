@@ -16,15 +16,16 @@ import json
 import os
 from typing import Any, Callable, Dict, Optional
 
-from preflight import input_files
 from preflight.errors import PreflightError
+from preflight.files import input_files
 
 PARSED = "parsed.json"
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the preflight package's folder
 
 
 def data_dir() -> str:
     """rules/ of a source tree, or the installed copy (the package preflight.default_rules)."""
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = PACKAGE
     installed = os.path.join(package, "default_rules")
     if os.path.isdir(installed):
         return installed
@@ -94,7 +95,7 @@ RECORDINGS = "recordings"  # NVML recordings of real and synthetic machines, shi
 
 
 def recordings_dir() -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), RECORDINGS)
+    return os.path.join(PACKAGE, RECORDINGS)
 
 
 def recording_names() -> list:

@@ -6,7 +6,7 @@ pure Python), and the torch each torchvision requires. A pin is installable for 
 satisfies it, admits that Python, and has a wheel for it: without a wheel pip falls back to building from source,
 which usually fails (no compiler, no headers). The file is read only when a printed command names a pin.
 
-``as_of()`` (``preflight.shipped``) is the date the knowledge was taken (rules/knowledge/as-of.txt).
+``as_of()`` (``preflight.knowledge.shipped``) is the date the knowledge was taken (rules/knowledge/as-of.txt).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from preflight.shipped import as_of, data_dir
+from preflight.knowledge.shipped import as_of, data_dir
 
 INDEX_FILE = os.path.join("knowledge", "package-index.json")
 DEFAULT_PLATFORM = "linux_x86_64"
@@ -52,8 +52,8 @@ def stale_note() -> Optional[str]:
 @functools.lru_cache(maxsize=None)
 def _packages() -> Dict[str, Dict[str, Dict[str, Any]]]:
     """Canonical name -> {version: release record}, oldest first (the refresh script sorts them)."""
-    from preflight import input_files
     from preflight.errors import PreflightError
+    from preflight.files import input_files
 
     path = os.path.join(data_dir(), INDEX_FILE)
     what, hint = "package index %s" % path, "reinstall preflight: the file ships with it"

@@ -19,7 +19,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from preflight.output import json_text
+from preflight.files.output import json_text
 from preflight.report import Report
 
 

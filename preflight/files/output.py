@@ -10,7 +10,7 @@ to what the path is:
   disk, renamed over the target (atomic within one filesystem), and the folder
   is flushed too. If anything fails, the temporary file is removed and the old
   file stays as it was.
-- a symbolic link: followed under ``preflight.paths``' policy (a link in a
+- a symbolic link: followed under ``preflight.files.paths``' policy (a link in a
   folder other users can write is followed only when root or this user owns
   it); the final target is replaced in its own folder and the link stays a link.
 - a character device, FIFO or socket (``/dev/null``, a named pipe): written in
@@ -95,7 +95,7 @@ def write_file(path: str, text: str, what: str = "") -> None:
     if _is_stream_path(path):
         _write_in_place(path, path, text, what)  # an open descriptor: write to it, whatever it is
         return
-    from preflight import paths
+    from preflight.files import paths
 
     resolved = paths.resolve(path, what)  # links followed only where they are safe to follow
     folder = paths.open_folder(resolved.folder, what)
@@ -140,7 +140,7 @@ def _replace(folder: int, resolved, old, text: str, what: str) -> None:
     Everything is relative to the folder's descriptor, and the temporary is created with O_EXCL|O_NOFOLLOW under
     a random name: nothing another user put in the folder is followed or reused.
     """
-    from preflight import paths
+    from preflight.files import paths
 
     name = resolved.name
     remove_stale_temporaries(resolved.folder, name, folder)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, NamedTuple, Optional
 
-
 DATA_FILE = os.path.join("knowledge", "xid.toml")
 KINDS = ("node", "watch", "application")
 
@@ -42,7 +41,7 @@ def describe(xid: int) -> Xid:
 
 def _load() -> Dict[int, Xid]:
     from preflight.errors import PreflightError
-    from preflight.shipped import data_dir, knowledge
+    from preflight.knowledge.shipped import data_dir, knowledge
 
     path = os.path.join(data_dir(), DATA_FILE)
     data: Dict[str, Any] = knowledge(DATA_FILE, "Xid catalogue")

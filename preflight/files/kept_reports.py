@@ -27,7 +27,7 @@ def file_name(host: str) -> str:
 def write(folder: str, host: str, document_text: str) -> str:
     """Replace ``folder/HOST.json`` with the report, all or nothing; the folder must exist. Returns the path."""
     from preflight.errors import OutputError
-    from preflight.output import write_atomically
+    from preflight.files.output import write_atomically
 
     if not os.path.isdir(folder):
         raise OutputError("--report-dir %s: no such folder" % folder,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from typing import Dict, NamedTuple, Optional
 
-
 DATA_FILE = os.path.join("knowledge", "gpu-datasheets.toml")
 KEYS = ("model", "names", "fp16_tflops", "memory_gbs", "source")
 
@@ -40,8 +39,8 @@ def lookup(name: Optional[str]) -> Optional[Datasheet]:
 
 
 def _load() -> Dict[str, Datasheet]:
-    from preflight.shipped import data_dir, knowledge
-    from preflight.toml_entries import Entry
+    from preflight.files.toml_entries import Entry
+    from preflight.knowledge.shipped import data_dir, knowledge
 
     path = os.path.join(data_dir(), DATA_FILE)
     data = knowledge(DATA_FILE, "GPU datasheets")

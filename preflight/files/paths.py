@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import NamedTuple
 
 from preflight.errors import OutputError
-from typing import NamedTuple
 
 MAX_LINKS = 40  # as the kernel's own limit on links in one path (ELOOP)
 

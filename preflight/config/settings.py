@@ -15,7 +15,6 @@ import math
 import re
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
-
 MAX_TIMEOUT = 3600
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from preflight import knowledge
+from preflight.knowledge import nvidia
 
 Version = Tuple[int, int]
 INDEX = "https://download.pytorch.org/whl/"
@@ -138,14 +138,14 @@ def catalog() -> Catalog:
 
 
 def _version(text: Any) -> Version:
-    parsed = knowledge.parse_major_minor(text)
+    parsed = nvidia.parse_major_minor(text)
     if parsed is None:
         raise ValueError("%r is not a version" % (text,))
     return parsed
 
 
 def _load() -> Catalog:
-    from preflight.shipped import knowledge
+    from preflight.knowledge.shipped import knowledge
 
     data = knowledge(DATA_FILE, "wheel data")
     releases = {}
@@ -169,7 +169,7 @@ def driver_runs(variant: Variant, driver_version: Optional[str], driver_cuda: Op
         return None
     if driver_cuda >= variant.cuda:
         return "fully"
-    floor = knowledge.MINOR_VERSION_COMPAT_DRIVER.get(variant.cuda[0])
+    floor = nvidia.MINOR_VERSION_COMPAT_DRIVER.get(variant.cuda[0])
     if floor and driver_cuda[0] == variant.cuda[0] and driver_version and _at_least(driver_version, floor):
         return "minor_version_compat"
     return None
@@ -196,9 +196,9 @@ def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Seque
     if platform not in (None, PLATFORM):
         return NoChoice("preflight's wheel data covers Linux x86_64, and this job runs on %s" % platform,
                         "choose the build for %s at https://pytorch.org/get-started/locally/" % platform)
-    gpus = [cc for cc in (knowledge.parse_major_minor(c) for c in ccs) if cc]
-    py = knowledge.parse_major_minor(python)
-    have = knowledge.parse_major_minor(driver_cuda)
+    gpus = [cc for cc in (nvidia.parse_major_minor(c) for c in ccs) if cc]
+    py = nvidia.parse_major_minor(python)
+    have = nvidia.parse_major_minor(driver_cuda)
     if have is None:
         driver_version, have = CURRENT_DRIVER
     found = _search(data, driver_version, have, gpus, py)
@@ -310,11 +310,11 @@ def paired_torchvision(torch_version: Optional[str], torch_cuda: Optional[str],
     no command can be given (no torchvision for that torch in the data, or its index holds no wheel for
     ``python``). torch is pinned beside it to its installed minor release, which the installed build meets: pip
     keeps that torch, and cannot resolve the torchvision to one that needs another."""
-    torch = knowledge.parse_major_minor((torch_version or "").split("+")[0])
-    cuda = knowledge.parse_major_minor(torch_cuda)
+    torch = nvidia.parse_major_minor((torch_version or "").split("+")[0])
+    cuda = nvidia.parse_major_minor(torch_cuda)
     paired = torchvision_for(torch) if torch else None
     tag = "cu%d%d" % cuda if cuda else None
-    if paired and tag and available(tag, torch, knowledge.parse_major_minor(python)):
+    if paired and tag and available(tag, torch, nvidia.parse_major_minor(python)):
         return {"torchvision_pins": pair_pins(torch, paired),
                 "torchvision_index_url": INDEX + tag,
                 "torchvision_unpaired": None}
@@ -328,8 +328,8 @@ def paired_torchvision(torch_version: Optional[str], torch_cuda: Optional[str],
 def archived_for(driver_cuda: Optional[str], python: Optional[str] = None) -> Optional[Archived]:
     """The newest archived build a driver that supports CUDA ``driver_cuda`` at most runs, for ``python`` (any
     when unknown); None when an index above holds one (choose() names it) or nothing fits."""
-    have = knowledge.parse_major_minor(driver_cuda)
-    py = knowledge.parse_major_minor(python)
+    have = nvidia.parse_major_minor(driver_cuda)
+    py = nvidia.parse_major_minor(python)
     data = catalog()
     if have is None or any(driver_runs(v, None, have) for v in data.variants):
         return None
@@ -341,10 +341,10 @@ def fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: S
                python: Optional[str] = None, platform: Optional[str] = None) -> Dict[str, Optional[str]]:
     """The values fixes use to name a torch to install ({torch_pins}, {index_url}, ...), or, when nothing can
     run here, {no_wheel} with the way out and None for the rest (so no fix names an index that cannot work)."""
-    cuda = knowledge.parse_major_minor(driver_cuda)
-    if driver_version is None and cuda in knowledge.CUDA_MIN_DRIVER:
+    cuda = nvidia.parse_major_minor(driver_cuda)
+    if driver_version is None and cuda in nvidia.CUDA_MIN_DRIVER:
         # Only the CUDA version is known (a log's "found version 11040"): the oldest driver that reports it.
-        driver_version = knowledge.CUDA_MIN_DRIVER[cuda]
+        driver_version = nvidia.CUDA_MIN_DRIVER[cuda]
     found = choose(driver_version, driver_cuda, ccs, python, platform)
     if isinstance(found, NoChoice):
         old = archived_for(driver_cuda, python)

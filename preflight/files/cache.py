@@ -114,7 +114,7 @@ def write_json(path: Optional[str], data: Any) -> None:
 
 
 def _write(path: str, data: bytes) -> None:
-    from preflight import paths
+    from preflight.files import paths
 
     folder = os.path.dirname(path)
     temporary = os.path.join(folder, ".%s.%s.tmp" % (os.path.basename(path), paths.random_suffix()))

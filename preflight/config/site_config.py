@@ -21,9 +21,9 @@ import re
 import stat
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from preflight.config.settings import SETTINGS as DECLARED
 from preflight.errors import PreflightError
-from preflight.settings import SETTINGS as DECLARED
-from preflight.toml_entries import Entry
+from preflight.files.toml_entries import Entry
 
 CONFIG_LIMIT = 1 << 20
 
@@ -65,7 +65,7 @@ def permission_problem(path: str) -> Optional[str]:
     Like sshd with its configuration: a world-writable file, a file in a world-writable folder that is not sticky
     (anyone could replace it), a file someone else owns in a sticky one (/tmp), or a link someone else planted.
     """
-    from preflight import paths
+    from preflight.files import paths
 
     try:
         resolved = paths.resolve(path, "configuration file %s" % path)
@@ -136,7 +136,7 @@ class Target(NamedTuple):
 def load(path: Optional[str]) -> Config:
     if path is None:
         return Config(None, ())
-    from preflight import input_files
+    from preflight.files import input_files
 
     def error(message: str, hint: str = "") -> ConfigError:
         return ConfigError(message, hint or "see docs/configuration.md: Site configuration")
@@ -162,7 +162,7 @@ class _ConfigEntry(Entry):
 
 
 def _build(path: str, data: Dict[str, Any], text: str) -> Config:
-    from preflight.toml_entries import key_lines
+    from preflight.files.toml_entries import key_lines
 
     lines = key_lines(text)
     _ConfigEntry(data, path, (), "top level", lines).check_keys(
@@ -305,7 +305,7 @@ def effective(config: Config, target: Target) -> Effective:
 def json_schema() -> Dict[str, Any]:
     """The configuration file as JSON Schema (its TOML read as JSON): what ``preflight config validate`` checks
     structurally; rule ids and their settings are checked against the rules, which a schema cannot know."""
-    from preflight.settings import string_or_strings
+    from preflight.config.settings import string_or_strings
 
     settings = {key: dict(setting.schema() if setting.schema else string_or_strings(), description=setting.help)
                 for key, setting in DECLARED.items()}

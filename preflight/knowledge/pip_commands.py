@@ -15,7 +15,7 @@ import os
 import shlex
 from typing import Dict, List, Optional, Tuple
 
-from preflight import package_index
+from preflight.knowledge import package_index
 
 PINS_FILE = os.path.join("knowledge", "pins.toml")
 # pip install options that take a value (the value is not a requirement).
@@ -33,7 +33,7 @@ _loaded: Optional[Dict[str, str]] = None
 def _alternatives() -> Dict[str, str]:
     global _loaded
     if _loaded is None:
-        from preflight.shipped import knowledge
+        from preflight.knowledge.shipped import knowledge
 
         data = knowledge(PINS_FILE, "pin knowledge")
         _loaded = {entry["requirement"]: entry["instead"] for entry in data.get("pin", [])}

@@ -93,12 +93,12 @@ def write_termination_message(path: str, line: str, log: Callable[[str], None]) 
     """Write ``line`` where the orchestrator reads why the container stopped, if that file exists and is writable.
 
     Only into a regular file that already exists (Kubernetes bind-mounts one at terminationMessagePath), written in
-    place (a rename cannot replace a bind mount), reached under the link policy of ``preflight.paths`` and opened
+    place (a rename cannot replace a bind mount), reached under the link policy of ``preflight.files.paths`` and opened
     without following a link: never a device, a pipe, or a planted link's target. A failure is only logged.
     """
     if not path:
         return False
-    from preflight import paths
+    from preflight.files import paths
 
     try:
         resolved = paths.resolve(path, "--termination-log %s" % path)

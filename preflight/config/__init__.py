@@ -1,0 +1,1 @@
+"""The site configuration and the declaration of every setting."""

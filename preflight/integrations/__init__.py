@@ -1,0 +1,1 @@
+"""Libraries of the commands that plug preflight into other systems: Slurm, a container entrypoint, serve."""
