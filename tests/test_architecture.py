@@ -185,7 +185,8 @@ def test_type_checking_imports_are_not_runtime_edges():
 
 
 def test_value_classes_are_immutable_with_readable_repr_and_equality():
-    from preflight.capacity.workloads import Estimate, GpuModel, Workload
+    from preflight.capacity.planning import Plan, Row
+    from preflight.capacity.workloads import Estimate, Workload
     from preflight.commands.options import CheckOptions, OutputOptions, WorkloadOptions
     from preflight.diagnose.failures import Failure, Pattern
     from preflight.engine.compare import PackageSpec, Param, Verdict
@@ -196,7 +197,7 @@ def test_value_classes_are_immutable_with_readable_repr_and_equality():
     from preflight.facts.collect import Options
     from preflight.facts.conditions import Condition
     from preflight.facts.registry import Fact
-    from preflight.capacity.planning import Plan, Row
+    from preflight.knowledge.gpus import GpuModel
 
     for cls in (Estimate, GpuModel, Workload, CheckOptions, OutputOptions, WorkloadOptions, Failure, Pattern,
                 PackageSpec, Param, Verdict, Result, Fix, Rule, ResolvedRule, Options, Condition, Fact, Plan, Row):

@@ -13,7 +13,6 @@ import threading
 import time
 
 import pytest
-
 from conftest import FIXTURES, NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
 from test_serve import Server
 

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES, REPO, nvml_fixture, ok, run_cli, run_json, write_fixture
+
 from preflight.capacity import estimate
 from preflight.engine import loader
 
@@ -104,7 +104,7 @@ def test_an_rtx_3060_cannot_train_yolov9_c_at_batch_64():
     assert not any(c.startswith("torchrun") for c in commands), commands
     steps = " ".join(result["fix"]["steps"])
     assert "GPUs like this one" not in steps
-    assert "--batch-size -1" in steps and "H200 141GB" in steps and "largest --img that fits is" in steps
+    assert "--batch-size -1" in steps and "H200 SXM 141GB" in steps and "largest --img that fits is" in steps
 
 
 def test_an_h200_can():
@@ -193,8 +193,8 @@ def test_plan_json_per_gpu():
 
 def test_plan_catalog_holds_the_seed_gpus_and_the_others():
     names = " ".join(g.name for g in RULESET.gpus.values())
-    for wanted in ("RTX 3060 12GB", "RTX 3070 8GB", "RTX 3090", "RTX 4090", "RTX A4000", "RTX A6000", "A100 40GB",
-                   "H100", "Jetson AGX Orin", "T4", "L4", "L40S", "A10", "A100 80GB", "H200", "RTX 5090"):
+    for wanted in ("RTX 3060 12GB", "RTX 3070 8GB", "RTX 3090", "RTX 4090", "RTX A4000", "RTX A6000", "A100 SXM4 40GB",
+                   "H100", "Jetson AGX Orin", "T4", "L4", "L40S", "A10", "A100 SXM4 80GB", "H200", "RTX 5090"):
         assert wanted in names, wanted
     for gpu in RULESET.gpus.values():
         assert gpu.source and gpu.compute_capability
@@ -205,7 +205,7 @@ def test_plan_filters_formats_and_one_default_batch():
                         nvml_fixture("no-library.json"))
     text = completed.stdout
     table = text.split("smallest")[0]
-    assert "RTX 3060 12GB" in table and "Tesla T4 16GB" in table and "H200 141GB" not in table
+    assert "RTX 3060 12GB" in table and "Tesla T4 16GB" in table and "H200 SXM 141GB" not in table
     # The trainers' default batch, as check --workload assumes: one question, one answer.
     assert "yolov9-s train (AMP, SGD), batch 16, --img 640" in text
     planned = json.loads(run_cli("plan", "--workload", "yolov9-s", "--format", "json", "--gpu", "t4").stdout)
@@ -219,7 +219,7 @@ def test_plan_filters_formats_and_one_default_batch():
     assert "this machine: NVML is not available here (library_not_found)" in text
     markdown = run_cli("plan", "--workload", "yolov9-s", "--format", "markdown", "--gpu", "h200",
                        "--nvml-fixture", H200).stdout
-    assert "| GPU | memory | cc |" in markdown and "| H200 141GB |" in markdown
+    assert "| GPU | memory | cc |" in markdown and "| H200 SXM 141GB |" in markdown
     assert run_cli("plan", "--workload", "yolov9-s", "--gpu", "voodoo").returncode == 2
     assert run_cli("plan", "--workload", "nope").returncode == 2
 

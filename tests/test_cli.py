@@ -8,8 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import NEUTRAL_CWD, REPO, by_id, clean_env, nvml_fixture, run_cli, run_json
+from conftest import (
+    NEUTRAL_CWD,
+    REPO,
+    by_id,
+    clean_env,
+    nvml_fixture,
+    run_cli,
+    run_json,
+)
 
 # Expected results of the GPU rules for each recorded machine (node profile:
 # hardware and driver only, so the local Python environment does not matter).

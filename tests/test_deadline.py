@@ -11,8 +11,8 @@ import threading
 import time
 
 import pytest
-
 from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
+
 from preflight.facts import collect
 from preflight.probes import nvml, nvml_replay
 

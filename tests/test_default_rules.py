@@ -6,9 +6,18 @@ import json
 import sys
 
 import pytest
+from conftest import (
+    FIXTURES,
+    driver_install_command,
+    nvml_fixture,
+    ok,
+    run_cli,
+    run_json,
+    status_of,
+    write_fixture,
+)
 
 from preflight.knowledge import torch_wheels
-from conftest import FIXTURES, driver_install_command, nvml_fixture, ok, run_cli, run_json, status_of, write_fixture
 
 H200 = nvml_fixture("h200-driver580.json")
 A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO
+
 from preflight.cli import command as cli_command
 from preflight.render.npd import LIMIT
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.knowledge import nvidia
 from preflight.facts import derived
+from preflight.knowledge import nvidia
 from preflight.probes import visibility
-
 
 # --- driver and CUDA -------------------------------------------------------------
 

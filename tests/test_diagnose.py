@@ -5,18 +5,18 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import subprocess
 import re
+import subprocess
 import sys
 import time
 
 import pytest
-
 from conftest import FIXTURES, REPO, nvml_fixture, ok, run_cli, write_fixture
-from preflight.knowledge import torch_wheels
+
 from preflight.diagnose import diagnosis
 from preflight.diagnose.scan import Scanner, search_key
 from preflight.engine import loader
+from preflight.knowledge import torch_wheels
 
 RULESET = loader.load(failures=True)
 FAILURES = list(RULESET.failures.values())

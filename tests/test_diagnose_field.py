@@ -10,7 +10,6 @@ import json
 import re
 
 import pytest
-
 from conftest import REPO, nvml_fixture, run_cli
 
 FIELD = REPO / "tests" / "corpus-field"
@@ -174,8 +173,7 @@ def test_the_archived_torch_fits_the_drivers_cuda_and_the_python(code, torch, py
 
 
 def test_the_archived_builds_exist_for_the_pythons_they_claim():
-    from preflight.knowledge import package_index
-    from preflight.knowledge import torch_wheels
+    from preflight.knowledge import package_index, torch_wheels
 
     for build in torch_wheels.catalog().archived:
         release = build.torch.split("+")[0]

@@ -13,7 +13,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, clean_env, nvml_fixture, run_cli
 from test_help import parse
 

@@ -10,7 +10,6 @@ import threading
 import time
 
 import pytest
-
 from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
 
 H200 = nvml_fixture("h200-driver580.json")

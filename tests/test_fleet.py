@@ -3,16 +3,15 @@ reports and snapshots that say where and when they were taken."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import importlib.util
 import io
-import contextlib
 import json
 import shutil
 
 import pytest
-
 from conftest import REPO, nvml_fixture, run_cli, run_json
 
 spec = importlib.util.spec_from_file_location("bench_fleet", str(REPO / "scripts" / "bench_fleet.py"))

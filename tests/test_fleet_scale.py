@@ -11,7 +11,6 @@ import time
 
 import pytest
 import yaml
-
 from conftest import REPO, nvml_fixture, run_cli
 from test_serve import Server
 

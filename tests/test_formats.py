@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from xml.etree import ElementTree
 
 import pytest
-
-import subprocess
-import sys
-
 from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
-from preflight.files import output
+
 from preflight.errors import PreflightError
+from preflight.files import output
 
 H200 = nvml_fixture("h200-driver580.json")
 A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")

@@ -15,9 +15,10 @@ import math
 import os
 import tempfile
 
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from conftest import nvml_fixture, run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from preflight import cli
 from preflight.probes import process
 

@@ -12,8 +12,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import run_cli
+
 from preflight.probes import nvml
 
 pytestmark = pytest.mark.gpu

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import nvml_fixture, run_cli
 
 H200 = nvml_fixture("h200-driver580.json")

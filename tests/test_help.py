@@ -10,8 +10,8 @@ import sys
 
 import click
 import pytest
-
 from conftest import REPO, clean_env, run_cli
+
 from preflight.cli import COMMANDS, cli
 
 

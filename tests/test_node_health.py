@@ -4,14 +4,14 @@ InfoROM, Xid events, and GPUs that NVML lost or does not list, found by their PC
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import stat
 import time
 
 import pytest
-
 from conftest import FIXTURES, by_id, nvml_fixture, run_cli, run_json, status_of
+
 from preflight.facts import collect, history
 from preflight.probes import kernel_log
 

@@ -10,10 +10,10 @@ import copy
 import json
 import shutil
 
+from conftest import FIXTURES, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, run_cli
 from preflight.report import blocks
 
 REFERENCE = json.loads((FIXTURES / "reference-facts.json").read_text())

@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import List, Optional
 
 import pytest
-
 from conftest import nvml_fixture, preflight_command_problems, run_cli
-from preflight.knowledge import package_index
-from preflight.knowledge import torch_wheels
+
 from preflight.engine import loader
+from preflight.knowledge import package_index, torch_wheels
 from preflight.knowledge.pip_commands import installs, review
 
 PYTHONS = package_index.PYTHONS  # 3.8 ... 3.15

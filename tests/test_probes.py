@@ -8,12 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import NVML_FIXTURES, SHARED_NVML, nvml_fixture, run_cli, write_fixture
+
 from preflight.errors import FixtureError
 from preflight.probes import host, interpreter_script, nvml, nvml_replay, torch_arch
 from preflight.probes.python_env import ProbeError
-
 
 # --- NVML -------------------------------------------------------------------------------
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import REPO, nvml_fixture, run_cli
 
 H200 = nvml_fixture("h200-driver580.json")
@@ -87,7 +86,8 @@ def test_facts_as_a_block_for_a_bug_report():
 
 
 def test_wrapping_keeps_every_word_and_every_line_in_the_width():
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     from preflight.render.blocks import wrap
 

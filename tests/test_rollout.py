@@ -7,7 +7,6 @@ import os
 import socket
 
 import pytest
-
 from conftest import nvml_fixture, run_cli
 from test_slurm import calls, fake_scontrol
 

@@ -7,8 +7,8 @@ import json
 from typing import Any, Dict
 
 import pytest
-
 from conftest import FIXTURES
+
 from preflight.commands import pipeline
 from preflight.commands.options import WorkloadOptions
 from preflight.engine import loader

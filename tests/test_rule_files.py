@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, nvml_fixture, run_cli, run_json, status_of
 
 H200 = nvml_fixture("h200-driver580.json")

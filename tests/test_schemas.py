@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES, REPO, nvml_fixture, run_cli
 
 jsonschema = pytest.importorskip("jsonschema", reason="SKIPPED LOUDLY: jsonschema (a test dependency) is missing")

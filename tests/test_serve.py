@@ -14,7 +14,6 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
 
 H200 = nvml_fixture("h200-driver580.json")

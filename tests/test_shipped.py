@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
+from preflight.engine import loader
 from preflight.files import input_files
 from preflight.knowledge import shipped
-from preflight.engine import loader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

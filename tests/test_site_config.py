@@ -6,7 +6,6 @@ import json
 import socket
 
 import pytest
-
 from conftest import nvml_fixture, run_cli, run_json
 from test_slurm import calls, fake_scontrol
 

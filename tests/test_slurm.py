@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
+
 from preflight.integrations import slurm as admission
 
 H200 = nvml_fixture("h200-driver580.json")

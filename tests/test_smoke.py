@@ -16,9 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, nvml_fixture, preflight_command_problems, run_cli
-
 
 
 @pytest.fixture(scope="session")
@@ -309,7 +307,7 @@ def test_a_collective_that_could_not_start_fails_with_its_reason(tmp_path):
     assert "peers: not measured" in collective["message"]
 
 
-# --- throughput against NVIDIA's datasheet (rules/knowledge/gpu-datasheets.toml) --------------------------------
+# --- throughput against NVIDIA's datasheet (the GPU catalog, rules/knowledge/gpus.toml) --------------------------------
 
 def _one_gpu(name, tflops, bandwidth):
     gpu = _gpu(0, tflops=tflops)
@@ -335,11 +333,11 @@ def test_a_single_gpu_held_far_below_its_datasheet_warns_where_no_peer_could_tel
     assert found["smoke.throughput"]["status"] == "skip"  # no peers on a one-GPU node
     slow = found["smoke.throughput.datasheet"]
     assert slow["status"] == "fail" and slow["severity"] == "warning" and slow["observed"] == 0.152
-    assert "GPU 0 (NVIDIA H200) reached 150.0 TFLOPS, 0.152 of the 989.5 TFLOPS (H200 SXM)" in slow["message"]
+    assert "GPU 0 (NVIDIA H200) reached 150.0 TFLOPS, 0.152 of the 989.5 TFLOPS (H200 SXM 141GB)" in slow["message"]
     assert slow["fix"]["title"] == "Find out what holds GPU 0 (NVIDIA H200) below its datasheet"
     assert not [p for command in slow["fix"]["commands"] for p in preflight_command_problems(command)]
     memory = found["smoke.bandwidth.datasheet"]
-    assert memory["status"] == "fail" and memory["observed"] == 0.25 and "4800 GB/s (H200 SXM)" in memory["message"]
+    assert memory["status"] == "fail" and memory["observed"] == 0.25 and "4800 GB/s (H200 SXM 141GB)" in memory["message"]
     assert report["ok"] is True  # warnings: the job runs, slowly
 
 
@@ -347,42 +345,12 @@ def test_a_model_the_datasheets_do_not_list_is_not_judged_against_one(tmp_path):
     found, _ = _judge(tmp_path, _one_gpu("NVIDIA GeForce RTX 4090", 150.0, 900.0))
     for rule in ("smoke.throughput.datasheet", "smoke.bandwidth.datasheet"):
         assert found[rule]["status"] == "skip"
-        assert "gpu-datasheets.toml (tested: NVIDIA GeForce RTX 4090)" in found[rule]["message"]
+        assert "gpus.toml (tested: NVIDIA GeForce RTX 4090)" in found[rule]["message"]
     # The CPU run measures float32 on no GPU model: nothing to judge either.
     cpu = _one_gpu("cpu", 0.2, 10.0)
     cpu["devices"][0]["throughput"]["matmul_dtype"] = "float32"
     found, _ = _judge(tmp_path, cpu, "cpu.json")
     assert found["smoke.throughput.datasheet"]["status"] == "skip"
-
-
-def test_the_datasheets_name_the_models_nvml_reports_in_the_recordings():
-    from preflight.knowledge import datasheets
-
-    sheets = {datasheets.lookup(name) for name in ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB",
-                                                   "Tesla V100-SXM2-16GB")}
-    assert None not in sheets and len(sheets) == 4  # every recorded data-centre model, each its own entry
-    for recording in ("h200-driver580.json", "8x-h100-hgx.json", "2x-a100-40g-driver550-ecc.json",
-                      "v100-retired-pages.json"):
-        recorded = json.loads(Path(nvml_fixture(recording)).read_text())
-        names = re.findall(r'"nvmlDeviceGetName": \{"ok": "([^"]+)"', json.dumps(recorded))
-        assert any(datasheets.lookup(name) for name in names), recording
-    assert datasheets.lookup("A100-SXM4-40GB") == datasheets.lookup("NVIDIA A100-SXM4-40GB")  # older drivers
-    assert datasheets.lookup("NVIDIA H100 PCIe").memory_gbs != datasheets.lookup("NVIDIA H100 80GB HBM3").memory_gbs
-    assert datasheets.lookup("NVIDIA GeForce RTX 3060") is None and datasheets.lookup(None) is None
-
-
-def test_a_bad_datasheet_entry_is_refused_with_its_place(tmp_path, monkeypatch):
-    from preflight.knowledge import datasheets
-    from preflight.errors import PreflightError
-
-    (tmp_path / "knowledge").mkdir()
-    (tmp_path / "knowledge" / "gpu-datasheets.toml").write_text(
-        '[[gpu]]\nmodel = "X"\nnames = ["NVIDIA X"]\nfp16_tflops = "fast"\nmemory_gbs = 1\nsource = "s"\n')
-    monkeypatch.setattr("preflight.knowledge.shipped.data_dir", lambda: str(tmp_path))
-    monkeypatch.setattr(datasheets, "_by_name", None)
-    with pytest.raises(PreflightError, match=r"gpu-datasheets.toml:4: \[\[gpu\]\] 1: 'fp16_tflops' must be a "
-                                             r"positive number, found 'fast'"):
-        datasheets.lookup("NVIDIA X")
 
 
 def test_a_one_gpu_node_has_no_all_reduce_to_fail_but_a_collective_cut_by_the_deadline_does(tmp_path):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_cli
-from preflight.knowledge import torch_wheels
+
 from preflight.engine import loader
+from preflight.knowledge import torch_wheels
 
 Choice, NoChoice = torch_wheels.Choice, torch_wheels.NoChoice
 

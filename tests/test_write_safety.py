@@ -10,7 +10,6 @@ import stat
 import time
 
 import pytest
-
 from conftest import nvml_fixture, run_cli
 from test_serve import Server
 

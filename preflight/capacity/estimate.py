@@ -10,14 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from preflight.capacity.workloads import (
-    ESTIMATED_USABLE,
-    OPTIMIZER_STATE_BYTES,
-    PRECISIONS,
-    GpuModel,
-    Workload,
-)
+from preflight.capacity.workloads import OPTIMIZER_STATE_BYTES, PRECISIONS, Workload
 from preflight.errors import PreflightError
+from preflight.knowledge.gpus import ESTIMATED_USABLE, GpuModel
 
 IMG_STRIDE = 32             # YOLOv9 rounds --img up to a multiple of its largest stride
 DEFAULT_PRECISION = {"train": "amp", "inference": "fp32"}  # train_dual.py uses AMP; detect_dual.py FP32 unless --half

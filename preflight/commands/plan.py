@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from preflight.capacity import estimate
 from preflight.capacity.planning import Plan, Row
-from preflight.capacity.workloads import GpuModel
 from preflight.commands import common, pipeline
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode, PreflightError
 from preflight.facts.view import SnapshotView, Unknown
+from preflight.knowledge.gpus import GpuModel
 
 if TYPE_CHECKING:
     from preflight.engine.loader import RuleSet

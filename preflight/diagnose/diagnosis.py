@@ -284,7 +284,7 @@ def _with_machine(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[st
         return run
     if not total:
         return run
-    from preflight.capacity.workloads import ESTIMATED_USABLE
+    from preflight.knowledge.gpus import ESTIMATED_USABLE
 
     # NVML's total is more than a process gets; the log's banner (when there is one) prints the usable figure
     return dict(run, **{RUN_PREFIX + "gpu_mib": str(int(int(total) * ESTIMATED_USABLE) // (1 << 20))})

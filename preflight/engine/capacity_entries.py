@@ -1,20 +1,19 @@
-"""The capacity model's entries in rule files: [[workload]] (measured memory per model, task and precision) and
-[[gpu]] (the catalog GPUs plan compares), read into the value types of preflight.capacity.workloads."""
+"""The capacity model's entries in rule files: [[workload]] (measured memory per model, task and precision), read
+into the value types of preflight.capacity.workloads, and [[gpu]] (a GPU added to the catalog plan compares)."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 from preflight.capacity.workloads import (
-    ECC_STATES,
     OPTIMIZER_STATE_BYTES,
     PRECISIONS,
     Estimate,
-    GpuModel,
     Workload,
 )
 from preflight.engine.fields import EntryReader, entry_reader
+from preflight.knowledge import gpus
+from preflight.knowledge.gpus import GpuModel
 
 if TYPE_CHECKING:
     from preflight.engine.loader import RuleSet
@@ -24,7 +23,6 @@ _WORKLOAD_KEYS = {"id", "title", "parameters", "measured_on", "source", "margin"
                   "optimizer", "train_script"}
 _ESTIMATE_KEYS = {"task", "precision", "fixed_bytes", "per_image_bytes", "measured_batches", "measured_imgsz",
                   "extrapolated", "validation_per_image_bytes"}
-_GPU_KEYS = {"id", "name", "memory_mib", "compute_capability", "source", "ecc", "usable_mib", "usable_source"}
 
 
 def _reader(raw: Dict[str, Any], path: str, ruleset: "RuleSet", kind: str, table) -> EntryReader:
@@ -74,30 +72,6 @@ def build_workload(raw: Dict[str, Any], path: str, ruleset: "RuleSet", table=())
 
 
 def build_gpu(raw: Dict[str, Any], path: str, ruleset: "RuleSet", table=()) -> GpuModel:
+    """A [[gpu]] of a rule file: read as the catalog's own entries are (preflight.knowledge.gpus)."""
     entry = _reader(raw, path, ruleset, "gpu", table)
-    entry.check_keys(_GPU_KEYS)
-    cc = entry.string("compute_capability", required=True)
-    if not re.match(r"^\d+\.\d$", cc):
-        raise entry.error("'compute_capability' must look like 8.6, found %r" % cc)
-    memory_mib = entry.integer("memory_mib", 1)
-    ecc = entry.string("ecc", default="none")
-    if ecc not in ECC_STATES:
-        raise entry.error("'ecc' must be one of %s (the state memory_mib was seen in), found %r"
-                          % (", ".join(ECC_STATES), ecc))
-    # One figure, or every figure reported (they differ by driver and cloud image): the lowest is judged with.
-    figures = raw.get("usable_mib")
-    if isinstance(figures, list):
-        if not figures or not all(isinstance(f, int) and not isinstance(f, bool) and f >= 1 for f in figures):
-            raise entry.error("'usable_mib' must be a MiB count or a list of them, found %r" % (figures,))
-        figures = tuple(figures)
-    else:
-        single = entry.integer("usable_mib", 1, required=False)
-        figures = () if single is None else (single,)
-    if figures and max(figures) > memory_mib:
-        raise entry.error("'usable_mib' (%d) cannot be more than 'memory_mib' (%d)" % (max(figures), memory_mib))
-    usable_source = entry.string("usable_source")
-    if figures and not usable_source:
-        raise entry.error("'usable_mib' needs 'usable_source': where each figure was seen, on which driver")
-    return GpuModel(entry.entry_id, entry.string("name", required=True), memory_mib, cc,
-                    entry.string("source", required=True), ecc, min(figures) if figures else None, usable_source,
-                    figures)
+    return gpus.build(entry, entry.entry_id)

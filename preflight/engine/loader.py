@@ -33,7 +33,7 @@ from preflight.engine.placeholders import BASE_PLACEHOLDERS, all_placeholders
 from preflight.errors import PreflightError, RuleFileError, close_matches
 from preflight.facts.conditions import CONDITIONS
 from preflight.facts.registry import REGISTRY
-from preflight.knowledge import shipped
+from preflight.knowledge import gpus, shipped
 
 _RULE_KEYS = {"examples", "id", "title", "severity", "profiles", "when", "fact", "compare", "per_gpu", "message",
               "pass_message", "labels", "fix", "fixes", "why", "source", "profile", "warn_only", "fix_order", "answers"}
@@ -97,6 +97,8 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
     ruleset = RuleSet()
     parsed = [[(path, _read_toml(path, ruleset)) for path in files] for files in layers]
     wanted = {"failures": failures, "capacity": capacity, "smoke": smoke}
+    if capacity and include_defaults:
+        ruleset.gpus.update(gpus.catalog().gpus)  # the shipped catalog; a [[gpu]] of a rule file adds or replaces
     # Fixes first: rules and failures in any layer may name a fix from any layer.
     for kind, attribute, builder, needs in ENTRY_KINDS:
         if needs is None or wanted[needs]:

@@ -106,7 +106,7 @@ CONDITIONS: Dict[str, Condition] = {c.name: c for c in [
               ("host", "container"), _container_compute),
     Condition("smoke_ran", "the active test (preflight smoke) ran", ("smoke",), smoke.ran),
     Condition("smoke_peers", "two tested GPUs are of one model", ("smoke",), smoke.has_peers),
-    Condition("smoke_datasheet", "a tested GPU's model is in NVIDIA's datasheets (rules/knowledge/gpu-datasheets.toml)",
+    Condition("smoke_datasheet", "a tested GPU's model is in NVIDIA's datasheets (rules/knowledge/gpus.toml)",
               ("smoke",), smoke.has_datasheet),
     Condition("smoke_collective", "the all-reduce had ranks to reduce across (two or more devices)", ("smoke",),
               smoke.collective_ran),

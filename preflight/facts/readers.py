@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from preflight import units
 from preflight.facts import derived, node_health
 from preflight.facts.view import SnapshotView, Unknown
-from preflight.knowledge import nvidia
+from preflight.knowledge import gpus, nvidia
 
 Compute = Callable[[SnapshotView, Optional[Dict[str, Any]]], Any]
 
@@ -322,6 +322,12 @@ def workload_fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
         measured_on=request["measured_on"], estimate_notes="; ".join(request["notes"]) or None,
     )
     return value, details
+
+
+def compute_capability(facts: SnapshotView, gpu) -> Tuple[Any, Dict[str, Any]]:
+    """The GPU's compute capability, with the newer architectures and the catalog's GPUs of each (for the fix)."""
+    cc = per_gpu("compute_capability")(facts, gpu)
+    return cc, dict(gpu_details(gpu), architectures_above=gpus.architectures_text(above=cc) or "none known")
 
 
 def with_gpu_details(compute: Compute) -> Compute:

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from preflight import units
 from preflight.facts.view import SnapshotView, Unknown
+from preflight.knowledge import gpus
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
@@ -149,21 +150,19 @@ _AGAINST_DATASHEET = {"tflops": ("matmul_tflops", "fp16_tflops", "TFLOPS"),
 
 
 def _against_datasheet(facts: SnapshotView, what: str) -> list:
-    """(ratio, device, measured, datasheet) for every tested GPU whose model the datasheets list."""
-    from preflight.knowledge import datasheets
-
+    """(ratio, device, measured, catalog GPU) for every tested GPU whose datasheet peaks the catalog lists."""
     measured_key, sheet_key, _ = _AGAINST_DATASHEET[what]
     rows = []
     for device, result in _measured(facts, "throughput"):
-        sheet = datasheets.lookup(device.get("name"))
-        if sheet is None or (what == "tflops" and result.get("matmul_dtype") != "float16"):
+        sheet = gpus.by_nvml_name(device.get("name"))
+        if sheet is None or sheet.fp16_tflops is None or (what == "tflops" and result.get("matmul_dtype") != "float16"):
             continue
         value = float(result[measured_key])
         rows.append((value / getattr(sheet, sheet_key), device, value, sheet))
     if not rows:
         names = sorted({str(d.get("name")) for d, _ in _measured(facts, "throughput")})
         raise Unknown("no tested GPU has a datasheet figure in rules/%s (tested: %s)" % (
-            datasheets.DATA_FILE, ", ".join(names)))
+            gpus.CATALOG, ", ".join(names)))
     return rows
 
 
@@ -177,7 +176,7 @@ def datasheet_ratio(what: str):
         ratio, device, value, sheet = min(rows, key=lambda row: row[0])
         return round(ratio, 3), {
             "smoke_device": label(device), "smoke_measured": "%.1f %s" % (value, unit),
-            "smoke_datasheet": "%g %s (%s)" % (getattr(sheet, sheet_key), unit, sheet.model),
+            "smoke_datasheet": "%g %s (%s)" % (getattr(sheet, sheet_key), unit, sheet.name),
             "smoke_shares": "; ".join("%s: %.1f %s, %.0f%% of %g" % (label(d), v, unit, r * 100,
                                                                      getattr(s, sheet_key)) for r, d, v, s in rows)}
     return compute
