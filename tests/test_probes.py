@@ -228,3 +228,15 @@ def test_arch_cache_is_keyed_by_the_installation(tmp_path, monkeypatch):
     (tmp_path / "cache" / "torch-arch-flags.json").write_text("{broken")
     with pytest.raises(ProbeError):  # a damaged cache is ignored; the probe itself fails on this fake python
         torch_arch.probe(facts, "/bin/false", timeout=5)
+
+
+def test_a_binding_that_cannot_be_imported_is_reported_as_nvml_facts(tmp_path):
+    """nvidia-ml-py broken or missing: nvml.init says so (live and replayed alike), never a crash."""
+    (tmp_path / "pynvml.py").write_text("raise ImportError('simulated: no nvidia-ml-py here')\n")
+    for extra in ([], ["--nvml-fixture", nvml_fixture("h200-driver580.json")]):
+        completed = run_cli("check", "--select", "nvml.init", "--format", "json", *extra,
+                            env={"PYTHONPATH": str(tmp_path)})
+        result = json.loads(completed.stdout)["results"][0]
+        assert completed.returncode == 1 and result["observed"] == "binding_missing", completed.stderr
+        facts = json.loads(run_cli("facts", *extra, env={"PYTHONPATH": str(tmp_path)}).stdout)
+        assert "simulated: no nvidia-ml-py here" in facts["nvml"]["init"]["message"]

@@ -16,7 +16,7 @@ def run(options: CheckOptions, warn: common.Warn = None) -> Dict[str, Any]:
     ruleset = common.load_rules(options.rules_paths, warn)
     every_profile = [rule.resolve(profile) for rule in ruleset.rules.values() for profile in rule.profiles]
     packages = selection.required_packages(every_profile)
-    return collect.collect(set(collect.PROBES) | {collect.NVML_HEALTH}, common.collect_options(options, packages))
+    return collect.collect(set(collect.PASSIVE) | {collect.NVML_HEALTH}, common.collect_options(options, packages))
 
 
 def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) -> int:

@@ -14,15 +14,25 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from preflight import __version__, inventory
 from preflight.errors import ProbeError, ProbeTimeout
+from preflight.facts import history
 from preflight.facts.snapshot import SCHEMA
+from preflight.files.cache import usable_dir
 from preflight.knowledge.shipped import as_of
+from preflight.probes import (
+    container,
+    host,
+    kernel_log,
+    python_env,
+    smoke,
+    torch_arch,
+    visibility,
+)
+from preflight.probes import nvml as nvml_probe
 
-# Every probe a snapshot can hold, in the order they are reported.
-PROBES = ("nvml", "host", "python", "torch_arch", "container", "kernel_log")
 # Not a probe of its own: the NVML probe also reads what node-health rules need (PCIe, NVLink, limits, InfoROM).
 NVML_HEALTH = "nvml_health"
 
@@ -63,15 +73,6 @@ class Options(_Options):
 
 WAIT_NOTICE = 1.0  # seconds a probe may run before the user is told what is being waited for
 # What each probe waits on, in words.
-WAITING_FOR = {
-    "nvml": "NVML (the NVIDIA driver) to answer",
-    "host": "the host probe (CPUs, memory, /dev/shm)",
-    "python": "%(python)s to list its packages",
-    "container": "the container probe",
-    "torch_arch": "'import torch' in %(python)s, to list torch's GPU architectures (cached once known)",
-    "kernel_log": "the kernel log (Xid events)",
-    "smoke": "the active GPU test (preflight smoke) in %(python)s",
-}
 
 
 class _Task:
@@ -127,9 +128,6 @@ def collect(probes, options: Options, reuse: Optional[Dict[str, Any]] = None) ->
         snapshot["visibility"] = _visibility(nvml, options.environ) if nvml else None
         live = options.nvml_binding is None and not options.nvml_fixture
         if "nvml" in tasks and nvml and nvml.get("health_read") and live and options.use_cache:
-            from preflight.facts import history
-            from preflight.files.cache import usable_dir
-
             folder = usable_dir()
             if folder is not None:
                 history.annotate(nvml, folder)
@@ -155,75 +153,73 @@ class _Notice:
             task.thread.join(max(0.0, min(remaining() + extra, self.started + WAIT_NOTICE - time.monotonic())))
             if task.thread.is_alive():
                 self.told = True
-                what = WAITING_FOR.get(task.name, task.name) % {"python": self.options.python or sys.executable}
+                what = PROBES[task.name].waits_for % {"python": self.options.python or sys.executable}
                 self.options.on_wait("preflight: waiting for %s (at most %.0f s more; --timeout)"
                                      % (what, remaining() + extra))
         task.thread.join(remaining() + extra)
 
 
-def _start(probes, options: Options, remaining) -> Dict[str, _Task]:
-    from preflight.probes import container, host
+def _nvml(options: Options, remaining, names) -> Callable[[], Any]:
+    binding = options.nvml_binding
+    if binding is None:
+        # Loaded before the threads start: a bad recording is the user's error (exit 2), not an unknown fact; and
+        # importing pynvml in a thread would contend with the other probes for the import lock.
+        try:
+            binding = nvml_probe.load_binding(options.nvml_fixture)
+        except nvml_probe.BindingMissing as exc:
+            reason = str(exc)
+            return lambda: nvml_probe.binding_missing(reason)
+    return lambda: nvml_probe.probe(binding, health=NVML_HEALTH in names)
 
-    plan: Dict[str, Callable[[], Any]] = {}
-    if "nvml" in probes or NVML_HEALTH in probes:
-        binding = options.nvml_binding
-        if binding is None:
-            # Loaded here, not in the thread: a bad recording is the user's error (exit 2), not an unknown fact;
-            # and importing pynvml (Python only: the library is opened by nvmlInit, in the thread) would otherwise
-            # contend with the other probes for the interpreter and the import lock, a tenth of a check's time.
-            from preflight.probes import nvml as nvml_probe
 
-            try:
-                binding = nvml_probe.load_binding(options.nvml_fixture)
-            except nvml_probe.BindingMissing as exc:
-                binding = _MissingBinding(str(exc))
-        health = NVML_HEALTH in probes
-        plan["nvml"] = lambda: _probe_nvml(binding, health)
-    if "host" in probes:
-        plan["host"] = lambda: host.probe(environ=options.environ)
-    if "python" in probes or "torch_arch" in probes:
-        from preflight.probes import python_env
+def _kernel_log(options: Options, remaining, names) -> Callable[[], Any]:
+    if options.kernel_log:  # opened now (a missing file is the user's error, exit 2), read under the deadline
+        descriptor = kernel_log.open_captured(options.kernel_log)
+        deadline = time.monotonic() + remaining()
+        return lambda: kernel_log.read_captured(descriptor, options.kernel_log, deadline)
+    if options.nvml_fixture or options.nvml_binding is not None:
+        return kernel_log.not_recorded  # this machine's log says nothing about a replayed one
+    return lambda: kernel_log.probe(None, remaining())
 
-        plan["python"] = lambda: python_env.probe(options.packages, options.python, remaining())
-    if "container" in probes:
-        plan["container"] = lambda: container.probe(options.environ)
-    if "kernel_log" in probes:
-        from preflight.probes import kernel_log
 
-        if options.kernel_log:  # opened here (a missing file is the user's error, exit 2), read under the deadline
-            descriptor = kernel_log.open_captured(options.kernel_log)
-            deadline = time.monotonic() + remaining()
-            plan["kernel_log"] = lambda: kernel_log.read_captured(descriptor, options.kernel_log, deadline)
-        elif options.nvml_fixture or options.nvml_binding is not None:
-            # This machine's log says nothing about a replayed one.
-            plan["kernel_log"] = lambda: kernel_log.not_recorded()
-        else:
-            plan["kernel_log"] = lambda: kernel_log.probe(None, remaining())
-    if "smoke" in probes:
-        from preflight.probes import smoke
+class Probe(NamedTuple):
+    """A probe of the snapshot: what the run waits on, in words (``%(python)s``: the interpreter probed), how it
+    starts, and the names a request may ask it by. ``start(options, remaining, names)`` runs before the probes'
+    threads start (opening what, when it fails, is the user's error) and returns what its thread runs;
+    ``remaining()`` is the time left to the deadline, ``names`` what the request asked for. ``loads_gpus``: the
+    active test, run only when asked by name (never by ``preflight facts``)."""
 
-        # Its own limit ends just before the run's deadline, so the worker's process group is killed and said so
-        # by the probe itself, rather than the run abandoning it.
-        plan["smoke"] = lambda: smoke.probe(options.smoke, options.python, max(0.5, remaining() - 0.5))
+    waits_for: str
+    start: Optional[Callable[[Options, Callable[[], float], Any], Callable[[], Any]]]
+    asked_by: Tuple[str, ...] = ()
+    loads_gpus: bool = False
+
+
+# Every probe a snapshot can hold, in the order they are reported; torch_arch runs after the others, only when a
+# visible GPU could use its answer (_collect_torch_arch).
+PROBES: Dict[str, Probe] = {
+    "nvml": Probe("NVML (the NVIDIA driver) to answer", _nvml, (NVML_HEALTH,)),
+    "host": Probe("the host probe (CPUs, memory, /dev/shm)", lambda o, r, n: lambda: host.probe(environ=o.environ)),
+    "python": Probe("%(python)s to list its packages",
+                    lambda o, r, n: lambda: python_env.probe(o.packages, o.python, r()), ("torch_arch",)),
+    "torch_arch": Probe("'import torch' in %(python)s, to list torch's GPU architectures (cached once known)", None),
+    "container": Probe("the container probe", lambda o, r, n: lambda: container.probe(o.environ)),
+    "kernel_log": Probe("the kernel log (Xid events)", _kernel_log),
+    # Its own limit ends just before the run's deadline, so the worker's process group is killed and said so by
+    # the probe itself, rather than the run abandoning it.
+    "smoke": Probe("the active GPU test (preflight smoke) in %(python)s",
+                   lambda o, r, n: lambda: smoke.probe(o.smoke, o.python, max(0.5, r() - 0.5)), loads_gpus=True),
+}
+PASSIVE = tuple(name for name, probe in PROBES.items() if not probe.loads_gpus)  # what 'preflight facts' collects
+
+
+def _start(names, options: Options, remaining) -> Dict[str, _Task]:
+    plan = {name: probe.start(options, remaining, names) for name, probe in PROBES.items()
+            if probe.start is not None and (name in names or any(other in names for other in probe.asked_by))}
     tasks = {name: _Task(name, function) for name, function in plan.items()}
     for task in tasks.values():
         task.thread.start()
     return tasks
-
-
-class _MissingBinding:
-    """nvidia-ml-py cannot be imported, so even a recording cannot be replayed: reported as on a live machine."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
-def _probe_nvml(binding, health: bool = False):
-    from preflight.probes import nvml as nvml_probe
-
-    if isinstance(binding, _MissingBinding):
-        return nvml_probe.binding_missing(binding.reason)
-    return nvml_probe.probe(binding, health=health)
 
 
 def _record(snapshot: Dict[str, Any], task: _Task, timeout: float) -> None:
@@ -248,8 +244,6 @@ def _record(snapshot: Dict[str, Any], task: _Task, timeout: float) -> None:
 
 
 def _visibility(nvml: Dict[str, Any], environ: Mapping[str, str]) -> Dict[str, Any]:
-    from preflight.probes import visibility
-
     return visibility.resolve(nvml.get("gpus") or [], environ.get("CUDA_VISIBLE_DEVICES"),
                               environ.get("CUDA_DEVICE_ORDER"))
 
@@ -270,8 +264,6 @@ def _collect_torch_arch(snapshot: Dict[str, Any], options: Options, remaining, w
         snapshot["probes"]["torch_arch"] = {"status": "not_applicable", "seconds": 0.0,
                                             "error": "no GPU is visible"}
         return
-
-    from preflight.probes import torch_arch
 
     python = options.python or sys.executable
     task = _Task("torch_arch", lambda: torch_arch.probe(torch, python, remaining(), options.use_cache))
