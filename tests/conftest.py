@@ -27,6 +27,16 @@ _CLEARED = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_VERSION", "NVIDIA
             "CONDA_SHLVL", "PREFLIGHT_NVML_FIXTURE", "NO_COLOR", "PYTHONPATH", "VIRTUAL_ENV")
 
 
+# Fixtures that start something real and slow (a Slurm cluster, torch in a worker): every test using one is `slow`.
+SLOW_FIXTURES = {"cluster", "torch_python"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def clean_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _CLEARED and not k.startswith("NVIDIA_REQUIRE_")}
     env.update(extra or {})

@@ -479,21 +479,33 @@ def _adversarial_inputs(pattern, size=1 << 20):
 PATTERNS = [(f.id, p) for f in FAILURES for p in f.patterns]
 
 
+def _fastest(function, text, runs=3) -> float:
+    """The least time of a few runs: what the work costs, without the pauses of a loaded machine."""
+    best = float("inf")
+    for _ in range(runs):
+        started = time.perf_counter()
+        function(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 @pytest.mark.parametrize("failure_id, pattern", PATTERNS, ids=["%s:%d" % (i, n) for n, (i, _) in enumerate(PATTERNS)])
 def test_every_catalog_pattern_runs_in_linear_time_on_adversarial_input(failure_id, pattern):
-    # A linear pattern matches 1 MB in milliseconds; a quadratic one needs minutes. The bound is generous.
-    for text in _adversarial_inputs(pattern):
-        started = time.perf_counter()
-        pattern.match(text)
-        assert time.perf_counter() - started < 2.0, (failure_id, pattern.regex.pattern if pattern.regex else "", text[:80])
+    # Work that grows with the input's length: eight times the text costs about eight times as much for a linear
+    # pattern and sixty-four times for a quadratic one. Compared within one run, so a slow machine slows both.
+    small = dict(enumerate(_adversarial_inputs(pattern, 1 << 15)))
+    for index, text in enumerate(_adversarial_inputs(pattern, 1 << 18)):
+        large_cost, small_cost = _fastest(pattern.match, text), _fastest(pattern.match, small[index])
+        assert large_cost < 30 * max(small_cost, 2e-4), (failure_id, pattern.regex.pattern if pattern.regex else "",
+                                                          text[:80], small_cost, large_cost)
 
 
-def test_a_long_line_with_a_repeated_anchor_and_error_words_is_scanned_quickly():
+def test_a_long_line_with_a_repeated_anchor_and_error_words_is_scanned_in_linear_work():
     line = ("No labels in " * 80000) + "".join("x" * 255 + "Error " for _ in range(1000))
-    started = time.perf_counter()
-    ids, result = found_ids(line + "\n" + "A" * (256 << 10) + "\n")
-    assert time.perf_counter() - started < 10.0
+    text = line + "\n" + "A" * (256 << 10) + "\n"
+    ids, result = found_ids(text)
     assert result.lines == 2
+    assert result.examined <= 8 * len(text) + 600000, result.examined
 
 
 def test_unsafe_regexes_in_rule_files_are_refused(tmp_path):
@@ -504,11 +516,9 @@ def test_unsafe_regexes_in_rule_files_are_refused(tmp_path):
     assert completed.returncode == 2 and "nested repetition" in completed.stderr
     rules.write_text('[[rule]]\nid = "site.driver"\ntitle = "driver"\nfact = "nvml.driver_version"\n'
                      'compare = "pattern"\npattern = "^(\\\\d+\\\\.?)+$"\nprofiles = ["node"]\n')
-    started = time.monotonic()
     completed = run_cli("check", "--rules", str(rules), "--profile", "node", "--nvml-fixture",
                         nvml_fixture("h200-driver580.json"))
     assert completed.returncode == 2 and "can take exponential time" in completed.stderr, completed.stderr
-    assert time.monotonic() - started < 10
 
 
 # --- values from the log itself, follow-ups, and out-of-memory advice ------------------------------------

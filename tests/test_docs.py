@@ -147,6 +147,7 @@ def test_the_quick_start_is_two_commands_and_the_second_is_what_ci_runs():
     assert 'PATH="$PWD/.venv/bin:$PATH:/usr/sbin:/sbin"' in tests and '"$venv/bin:$PATH:/usr/sbin:/sbin"' in ci
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("PREFLIGHT_IN_QUICK_START") == "1",
                     reason="this run is the Quick start's own test run: it does not start another")
 def test_the_quick_start_runs_verbatim_from_a_fresh_copy(tmp_path):

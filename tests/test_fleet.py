@@ -186,6 +186,7 @@ def _fleet_page(fleet_dir, tmp_path):
             browser.close()
 
 
+@pytest.mark.slow
 def test_the_html_report_works_in_a_real_browser(fleet_dir, tmp_path):
     with _fleet_page(fleet_dir, tmp_path) as (page, address, document):
         requests, errors = [], []
@@ -215,6 +216,7 @@ def test_the_html_report_works_in_a_real_browser(fleet_dir, tmp_path):
         assert page.locator("svg").count() == 6  # one drift chart per key
 
 
+@pytest.mark.slow
 def test_the_html_legend_colours_and_grouped_rows_in_a_real_browser(fleet_dir, tmp_path):
     """What a reader sees, read from the rendered page (computed styles, click results), not from a screenshot."""
     with _fleet_page(fleet_dir, tmp_path) as (page, address, document):

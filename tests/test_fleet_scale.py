@@ -130,6 +130,7 @@ def _query(port: int, expression: str):
         raise AssertionError("%s: %s" % (expression, exc.read().decode()))
 
 
+@pytest.mark.slow
 def test_a_real_prometheus_over_three_targets_counts_nodes(tmp_path, monkeypatch):
     prometheus = shutil.which("prometheus")
     if not prometheus:

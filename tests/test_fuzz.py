@@ -15,6 +15,7 @@ import math
 import os
 import tempfile
 
+import pytest
 from conftest import nvml_fixture, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -99,6 +100,7 @@ def _write(snapshot):
     return path
 
 
+@pytest.mark.slow
 @settings(max_examples=75, deadline=None, suppress_health_check=list(HealthCheck))
 @given(mutated_snapshots(), st.sampled_from(["train", "inference", "node"]))
 def test_mutated_snapshots_give_documented_exit_codes_and_valid_json(snapshot, profile):

@@ -136,6 +136,7 @@ def _interactive_bash_completes(tmp_path, typed: str, timeout: float = 20.0) -> 
     ("preflight config validate sit", "preflight config validate site.toml"),
     ("preflight slurm --report-dir repor", "preflight slurm --report-dir reports/"),
 ])
+@pytest.mark.slow
 def test_paths_complete_in_a_real_interactive_bash(tmp_path, typed, completed):
     (tmp_path / "train.log").write_text("x\n")
     (tmp_path / "site.toml").write_text("[defaults]\n")

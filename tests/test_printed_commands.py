@@ -172,6 +172,7 @@ def environments(tmp_path_factory):
     return made
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recording", RECORDINGS)
 def test_every_check_fix_prints_commands_that_can_succeed(tmp_path, environments, recording):
     checked, printed_pins = 0, set()
@@ -296,6 +297,7 @@ installed_by = "torch.build"
 
 # --- every diagnose fix -----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_diagnose_fix_prints_commands_that_can_succeed(tmp_path):
     ruleset = loader.load(failures=True)
     facts_file = tmp_path / "facts.json"

@@ -169,6 +169,7 @@ def syslog_socket(tmp_path):
     receiver.close()
 
 
+@pytest.mark.slow
 def test_syslog_gets_one_line_per_run(tmp_path, syslog_socket):
     path, receiver = syslog_socket
     env = {"PREFLIGHT_SYSLOG_SOCKET": path}

@@ -170,6 +170,7 @@ def test_bad_listen_addresses_are_clear_errors():
     assert completed.returncode == 2 and "--interval must be at least 1s" in completed.stderr
 
 
+@pytest.mark.slow
 def test_a_real_prometheus_scrapes_it(served, tmp_path):
     prometheus, promtool = shutil.which("prometheus"), shutil.which("promtool")
     if not prometheus or not promtool:
@@ -240,6 +241,7 @@ def _raw(base: str, request: bytes, timeout: float = 30.0) -> bytes:
             data += chunk
 
 
+@pytest.mark.slow
 def test_half_sent_requests_hold_a_bounded_number_of_threads_and_are_dropped(served):
     import socket
 

@@ -101,13 +101,20 @@ def _read(child: subprocess.Popen, deadline: float, limit: int, name: str, timeo
 
 
 def kill_all() -> None:
-    """Kill every helper's process group, and start no more: preflight is leaving."""
+    """Kill every helper's process group, wait (briefly) until each helper is gone, and start no more: preflight is
+    leaving, and what it leaves next (exec's command) must not find a helper still dying."""
     global _closed
     with _lock:
         _closed = True
         children = list(_running.values())
     for child in children:
         _kill_group(child)
+    deadline = time.monotonic() + 2.0
+    for child in children:
+        try:
+            child.wait(max(0.01, deadline - time.monotonic()))
+        except (subprocess.TimeoutExpired, OSError):
+            pass
 
 
 def reopen() -> None:
