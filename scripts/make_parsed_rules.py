@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write rules/parsed.json: every shipped TOML file (rules, fixes, failures, capacity, smoke and knowledge files),
-parsed, with the SHA-256 of the bytes it was parsed from.
+parsed, with the length and CRC-32 of the bytes it was parsed from.
 
 preflight reads a shipped file's tables from here when the file's bytes are the ones parsed, so a fresh container
 starts as fast as a warm workstation (preflight.knowledge.shipped). Run it after editing any file under rules/; a test

@@ -85,10 +85,20 @@ def test_the_example_rule_works(tmp_path):
     assert result["fix"]["commands"] == ["sbatch --partition=gpu-large train.sh"]
 
 
-def test_the_rule_table_lists_every_default_rule():
-    documented = set(re.findall(r"^\| `([a-z_.]+)` \|", page("writing-rules"), re.M))
-    rules = {r["id"] for r in json.loads(run_cli("rules", "--format", "json").stdout)}
-    assert documented == rules
+def test_the_rule_table_lists_every_default_rule_with_its_severity_and_profiles():
+    rows = {rule: (severity, profiles) for rule, severity, profiles in re.findall(
+        r"^\| `([a-z_.]+)` \|.*\| (error|warning) \| ([a-z, ]+) \|$", page("writing-rules"), re.M)}
+    rules = {r["id"]: r for r in json.loads(run_cli("rules", "--format", "json").stdout)}
+    missing, extra = sorted(set(rules) - set(rows)), sorted(set(rows) - set(rules))
+    assert not missing and not extra, "docs/writing-rules.md's rule table misses %s and lists %s, which is no rule" % (
+        missing, extra)
+    wrong = []
+    for rule, (severity, profiles) in rows.items():
+        shown = ["train", "inference", "node"] if profiles == "all" else profiles.split(", ")
+        if severity != rules[rule]["severity"] or sorted(shown) != sorted(rules[rule]["profiles"]):
+            wrong.append("%s: the table says %s, %s; the rule %s, %s" % (
+                rule, severity, profiles, rules[rule]["severity"], ", ".join(rules[rule]["profiles"])))
+    assert not wrong, "\n".join(wrong)
 
 
 def test_the_documented_options_exist():
@@ -175,3 +185,11 @@ def test_the_quick_start_runs_verbatim_from_a_fresh_copy(tmp_path):
                             timeout=900)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "1 passed" in second.stdout, second.stdout[-2000:]
+
+
+def test_every_command_is_shown_on_a_page():
+    from preflight.cli import COMMANDS
+
+    shown = " ".join(path.read_text() for path in [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md")))
+    missing = [name for name in COMMANDS if not re.search(r"[`$] ?preflight %s\b" % name, shown)]
+    assert not missing, "commands no page of docs/ or README.md shows: %s" % missing

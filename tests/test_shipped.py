@@ -35,7 +35,7 @@ def test_shipped_files_are_not_parsed_when_read(monkeypatch):
 def test_a_file_whose_bytes_differ_from_the_parse_is_parsed_as_it_is(monkeypatch):
     path = os.path.join(shipped.data_dir(), "40-host.toml")
     entry = shipped._parsed()["40-host.toml"]
-    stale = dict(entry, sha256="0" * 64, data={"rule": []})
+    stale = dict(entry, key="0-00000000", data={"rule": []})
     monkeypatch.setattr(shipped, "_parsed", lambda: {"40-host.toml": stale})
     data = shipped.read_toml(path, path, input_files.PreflightError)
     assert data == entry["data"] and data["rule"]

@@ -9,7 +9,6 @@ import copy
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import time

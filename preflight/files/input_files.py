@@ -15,11 +15,6 @@ import stat
 import sys
 from typing import Any, Callable
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
-
 from preflight.errors import PreflightError
 
 MAX_BYTES = 64 << 20
@@ -113,7 +108,12 @@ def parse_json(text: str, what: str, error: Callable[..., PreflightError], hint:
 
 
 def parse_toml(text: str, what: str = "a TOML file") -> Any:
-    """TOML text -> data; ValueError says what is wrong."""
+    """TOML text -> data; ValueError says what is wrong. The parser is imported here: a check reads the shipped
+    files from their release-time parse (preflight.knowledge.shipped) and needs it only for a site's own files."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -3,17 +3,18 @@ files), its parse, and its date.
 
 Parsing TOML is pure Python and was most of a check's start-up; a fresh container has no cache to remember a parse
 in. So every shipped TOML file is parsed when preflight is released: ``scripts/make_parsed_rules.py`` writes
-``rules/parsed.json`` (each file's SHA-256 and its tables), which ships beside the files, and a test keeps it equal
-to them. A file whose bytes are not the ones parsed then (a checkout being edited) is parsed as it is now; any
+``rules/parsed.json`` (each file's length and CRC-32, and its tables), which ships beside the files, and a test
+keeps it equal to them. (A checksum, not a cryptographic hash: it tells an edited file from the one parsed; the
+installed package's folder is what others cannot write.) A file whose bytes are not the ones parsed then (a checkout being edited) is parsed as it is now; any
 other TOML file (``--rules``, the site configuration) is always parsed when it is read.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
+import zlib
 from typing import Any, Callable, Dict, Optional
 
 from preflight.errors import PreflightError
@@ -38,7 +39,7 @@ def data_dir() -> str:
 
 @functools.lru_cache(maxsize=None)
 def _parsed() -> Dict[str, Any]:
-    """Shipped file (its path under the data folder) -> {"sha256": of its bytes, "data": its tables}; empty when the
+    """Shipped file (its path under the data folder) -> {"key": of its bytes, "data": its tables}; empty when the
     parse is missing or damaged (every file is then parsed when read). Callers never change what it holds."""
     try:
         with open(os.path.join(data_dir(), PARSED), "rb") as handle:
@@ -48,6 +49,11 @@ def _parsed() -> Dict[str, Any]:
     return files if isinstance(files, dict) else {}
 
 
+def content_key(data: bytes) -> str:
+    """What tells these bytes from others: their length and CRC-32."""
+    return "%d-%08x" % (len(data), zlib.crc32(data))
+
+
 def read_toml(path: str, what: str, error: Callable[..., PreflightError], kind: str = "a TOML file",
               limit: int = input_files.MAX_BYTES) -> Dict[str, Any]:
     """The tables of the TOML file at ``path``: a shipped file's from its release-time parse when its bytes are the
@@ -55,7 +61,7 @@ def read_toml(path: str, what: str, error: Callable[..., PreflightError], kind: 
     ValueError says why one is not TOML (``kind`` names what it should be)."""
     raw = input_files.read_bytes(path, what, error, limit=limit)
     shipped = _parsed().get(os.path.relpath(os.path.abspath(path), data_dir()).replace(os.sep, "/"))
-    if shipped is not None and shipped.get("sha256") == hashlib.sha256(raw).hexdigest():
+    if shipped is not None and shipped.get("key") == content_key(raw):
         return shipped["data"]
     try:
         text = raw.decode("utf-8")
@@ -86,7 +92,7 @@ def parse_all() -> Dict[str, Any]:
                 with open(path, "rb") as handle:
                     raw = handle.read()
                 files[os.path.relpath(path, folder).replace(os.sep, "/")] = {
-                    "sha256": hashlib.sha256(raw).hexdigest(),
+                    "key": content_key(raw),
                     "data": input_files.parse_toml(raw.decode("utf-8"), path)}
     return {"format": 1, "files": files}
 

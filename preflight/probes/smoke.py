@@ -7,11 +7,15 @@ ranks of its all-reduce included, and the facts say it did not finish rather tha
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, Dict, Optional
 
 from preflight.errors import ProbeError, ProbeTimeout
-from preflight.probes import process, smoke_worker
+from preflight.probes import process
+
+# The worker is a script the job's interpreter runs (torch and the standard library only); it is not imported here.
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "smoke_worker.py")
 
 
 def probe(request: Optional[Dict[str, Any]], python: Optional[str], timeout: float) -> Dict[str, Any]:
@@ -19,7 +23,7 @@ def probe(request: Optional[Dict[str, Any]], python: Optional[str], timeout: flo
         raise ProbeError("the active test was not asked for (preflight smoke, check --smoke)")
     interpreter = python or sys.executable
     try:
-        completed = process.run([interpreter, smoke_worker.__file__, json.dumps(request)], timeout)
+        completed = process.run([interpreter, WORKER, json.dumps(request)], timeout)
     except process.CommandTimeout as exc:
         raise ProbeTimeout("the active test did not finish within %.1f s: a GPU or collective that hangs, or a "
                            "budget too small (--timeout)" % exc.seconds, exc.seconds)

@@ -10,8 +10,8 @@ torch install, and an entry for another install, or edited, is a miss.
 
 from __future__ import annotations
 
-import hashlib
 import os
+import zlib
 from typing import Any, Dict, List, Optional
 
 from preflight.errors import ProbeError, ProbeTimeout
@@ -44,7 +44,8 @@ def cache_key(torch_facts: Dict[str, Any], python: str = "") -> Optional[str]:
 
 def digest(key: str, flags: List[str]) -> str:
     """A hash of an answer and what it describes, kept with the answer: an entry edited by hand is a miss."""
-    return hashlib.blake2b(("%s\n%s" % (key, " ".join(flags))).encode("utf-8"), digest_size=16).hexdigest()
+    text = ("%s\n%s" % (key, " ".join(flags))).encode("utf-8")
+    return "%d-%08x" % (len(text), zlib.crc32(text))
 
 
 def probe(torch_facts: Dict[str, Any], python: str, timeout: float, use_cache: bool = True) -> Dict[str, Any]:
