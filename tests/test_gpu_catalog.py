@@ -32,10 +32,12 @@ def test_every_recorded_data_centre_model_is_one_variant_of_the_catalog():
 def test_the_data_centre_gpus_without_datasheet_peaks_are_these():
     """NVIDIA publishes no dense FP16 peak with FP32 accumulation for these in a form the catalog can cite; a new
     data-centre GPU without peaks must be added here knowingly."""
-    lacking = sorted(g.id for g in gpus.catalog().gpus.values() if g.segment == "data-centre" and g.fp16_tflops is None)
-    assert lacking == ["a40", "b200", "l40", "l40s"]
     for gpu in gpus.catalog().gpus.values():
-        assert gpu.segment, gpu.id
+        assert gpu.segment, "%s: a catalog GPU needs its segment (%s)" % (gpu.id, ", ".join(gpus.SEGMENTS))
+    lacking = sorted(g.id for g in gpus.catalog().gpus.values() if g.segment == "data-centre" and g.fp16_tflops is None)
+    known = ["a40", "b200", "l40", "l40s"]
+    assert lacking == known, "data-centre GPUs without datasheet peaks: %s new, %s now with them" % (
+        sorted(set(lacking) - set(known)), sorted(set(known) - set(lacking)))
         if gpu.fp16_tflops is not None:
             assert gpu.nvml_names and gpu.memory_gbs and gpu.peaks_source.startswith(("http", "NVIDIA")), gpu.id
 

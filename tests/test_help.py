@@ -30,10 +30,14 @@ def test_every_command_has_a_whole_summary_and_examples_that_parse():
     assert set(COMMANDS) == set(cli.list_commands(None))
     listing = run_cli("--help").stdout
     for name, (_, summary, examples) in COMMANDS.items():
-        assert summary.endswith(".") and len(summary) <= 80 and "..." not in summary
-        assert 2 <= len(examples) <= 3
+        assert summary.endswith(".") and len(summary) <= 80 and "..." not in summary, \
+            "%s: the summary must be one whole sentence of at most 80 characters: %r" % (name, summary)
+        assert 2 <= len(examples) <= 3, "%s: give two or three examples in cli.COMMANDS, not %d" % (name, len(examples))
         for example in examples:
-            parse(shlex.split(example))
+            try:
+                parse(shlex.split(example))
+            except click.ClickException as exc:
+                raise AssertionError("%s: the example %r does not parse: %s" % (name, example, exc.format_message()))
         text = run_cli(name, "--help").stdout
         assert "Examples:" in text and examples[0] in text, name
     assert "..." not in listing.split("Commands:")[1]  # no summary cut mid-sentence
