@@ -249,15 +249,6 @@ def largest_imgsz(request: Dict[str, Any], batch: int, available: int) -> Option
     return size if size >= IMG_STRIDE else None
 
 
-def gpus_needed(request: Dict[str, Any], batch: int, available: int, most: int = 64) -> Optional[int]:
-    """How many GPUs like this one spread the total ``batch`` so that each share fits (rank 0, which also
-    validates, is the tightest; the whole-run figure is its)."""
-    for count in range(1, most + 1):
-        if required_bytes(request, per_gpu_batch(batch, count)) <= available:
-            return count
-    return None
-
-
 def catalog_available(gpu: GpuModel) -> int:
     """What a job can allocate on an idle catalog GPU: its usable memory (reported, or estimated from the total)."""
     return gpu.usable_bytes

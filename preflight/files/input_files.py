@@ -81,11 +81,6 @@ def _capped(data: bytes, what: str, error: Callable[..., PreflightError], limit:
     return data
 
 
-def read_text(path: str, what: str, error: Callable[..., PreflightError], hint: str = "", allow_stdin: bool = False,
-              limit: int = MAX_BYTES) -> str:
-    return _text(read_bytes(path, what, error, hint, allow_stdin, limit), what, error, hint)
-
-
 def _text(data: bytes, what: str, error: Callable[..., PreflightError], hint: str = "") -> str:
     try:
         return data.decode("utf-8")

@@ -270,8 +270,3 @@ class Fleet:
         return rules, list(groups.values())
 
 
-def summary_inventory(node: Node) -> str:
-    return "%s | %s GPU(s), %s | driver %s (CUDA %s) | torch %s" % (
-        node.name, node.drift["gpu_count"], node.drift["gpu_model"], node.drift["driver"], node.drift["cuda"],
-        node.drift["torch"])
-

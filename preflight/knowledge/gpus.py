@@ -155,11 +155,6 @@ def by_nvml_name(name: Optional[str]) -> Optional[GpuModel]:
     return catalog().by_name.get(plain(name or ""))
 
 
-def architecture(compute_capability: Optional[str]) -> Optional[str]:
-    """"8.6" -> "Ampere"; None for a capability the catalog does not place."""
-    return catalog().architectures.get(compute_capability or "")
-
-
 def architectures_text(above: Optional[str] = None) -> str:
     """Each architecture newer than compute capability ``above`` (all without it), with its capabilities and the
     catalog's GPUs of it (laptops left out, memory sizes folded): "Ampere (8.0, 8.6, 8.7): A100 SXM4, A10, ...";

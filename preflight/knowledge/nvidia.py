@@ -137,10 +137,6 @@ def parse_major_minor(text) -> Optional[Tuple[int, int]]:
     return major, minor
 
 
-def cuda_text(version: Tuple[int, int]) -> str:
-    return "%d.%d" % version
-
-
 def cuda_from_nvml(encoded: int) -> str:
     """nvmlSystemGetCudaDriverVersion's 1000*major + 10*minor -> ``"13.0"``."""
     return "%d.%d" % (encoded // 1000, (encoded % 1000) // 10)

@@ -283,10 +283,6 @@ def pythons_text() -> str:
     return _span(data.releases[newest].pythons)
 
 
-def newest_release() -> Version:
-    return max(catalog().releases)
-
-
 def available(tag: str, torch: Optional[Version], python: Optional[Version]) -> bool:
     """Whether index ``tag`` holds torch ``torch`` (a minor release; None: any) for ``python`` (None: any)."""
     data = catalog()
