@@ -121,4 +121,3 @@ def load_json(path: str, what: str, error: Callable[..., PreflightError], hint: 
               limit: int = MAX_BYTES) -> Any:
     data = read_bytes(path, what, error, hint, allow_stdin, limit)
     return parse_json(_text(data, what, error, hint), what, error, hint)
-

@@ -268,5 +268,3 @@ class Fleet:
             for problem in node.problems:
                 group["messages"].setdefault(problem.rule, "%s %s: %s" % (node.name, problem.subject, problem.message))
         return rules, list(groups.values())
-
-
