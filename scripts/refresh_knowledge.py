@@ -3,7 +3,7 @@
 
 For every package a fix can pin, records each final (not yanked) release: its Requires-Python, and the CPython
 versions its binary wheels serve on Linux x86_64 (manylinux), Linux aarch64 and Windows (win_amd64), or that it
-is pure Python (a py3-none-any wheel). For torchvision it also records the torch each release requires (from the
+is pure Python (a py3-none-any wheel). For torchvision and torchaudio it also records the torch each release requires (from the
 wheel's own METADATA, read with HTTP range requests: only the zip's directory and that file are fetched). The date
 the index was read goes to rules/knowledge/as-of.txt ("knowledge as of", shown by preflight --version).
 
@@ -38,7 +38,7 @@ INDEX = "https://pypi.org/simple/%s/"
 FORMAT = "preflight.package-index/1"
 
 # Every distribution a rule or fix names for pip: the python.packages rule's packages and the fixes' pins.
-PACKAGES = ("torch", "torchvision", "numpy", "Pillow", "opencv-python", "opencv-python-headless",
+PACKAGES = ("torch", "torchvision", "torchaudio", "numpy", "Pillow", "opencv-python", "opencv-python-headless",
             "opencv-contrib-python", "opencv-contrib-python-headless", "setuptools", "thop", "ipython", "PyYAML",
             "matplotlib", "pandas", "seaborn", "tqdm", "requests", "psutil", "scipy", "tensorboard", "nvidia-ml-py",
             "typing_extensions", "huggingface_hub")
@@ -176,7 +176,7 @@ def read_package(name: str) -> Dict[str, Any]:
         wheels = {platform: _sorted_pythons(pythons) for platform, pythons in sorted(entry["wheels"].items())}
         if wheels:
             record["wheels"] = wheels
-        if name == "torchvision" and Version(version) >= Version("0.10"):
+        if (name, Version(version) >= Version("0.10")) in (("torchvision", True), ("torchaudio", True)):
             record["requires_torch"] = _torch_requirement(entry["_files"])
         out[version] = record
     return out

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Sequence
 
 import pytest
 
@@ -213,15 +213,27 @@ class FakeEnvironment:
             if conda == "base":
                 (root / "condabin").mkdir()
 
-    def add_package(self, dist: str, version: str, import_name: Optional[str] = None, code: str = "") -> None:
+    def add_package(self, dist: str, version: str, import_name: Optional[str] = None, code: str = "",
+                    requires: Sequence[str] = ()) -> None:
         module = import_name or dist.lower().replace("-", "_")
         folder = self.site / module
         folder.mkdir(exist_ok=True)
         (folder / "__init__.py").write_text(code)
         info = self.site / ("%s-%s.dist-info" % (dist.replace("-", "_"), version))
         info.mkdir()
-        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (dist, version))
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: %s\n%s\nA description.\n" % (
+            dist, version, "".join("Requires-Dist: %s\n" % requirement for requirement in requires)))
         (info / "RECORD").write_text("")
+
+    def add_companion(self, name: str, version: str, requires_torch: Optional[str]) -> None:
+        """torchvision or torchaudio as their wheels install them: version.py with the build in the local version
+        (and a CUDA check made at import, not a literal), the torch requirement in the metadata as pip writes it."""
+        requires = ["numpy"] + (["torch (%s)" % requires_torch] if requires_torch else [])
+        self.add_package(name, version.split("+")[0], name, requires=requires)
+        (self.site / name / "version.py").write_text(
+            "__version__ = %r\ngit_version = '8fb87713a24951e639c494b0f2a8a81b5f8e33a6'\n"
+            "from %s.extension import _check_cuda_version\nif _check_cuda_version() > 0:\n"
+            "    cuda = _check_cuda_version()\n" % (version, name))
 
     def add_torch(self, version: str = "2.11.0+cu130", cuda: Optional[str] = "13.0",
                   arch_flags: str = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120", hip: Optional[str] = None,

@@ -270,7 +270,7 @@ def test_no_torchvision_is_pinned_to_a_torch_that_cannot_run_here(tmp_path, reco
     assert "fail" in (results["cuda.compat"]["status"], results["torch.arch"]["status"])
     fix = results["python.packages"]["fix"]
     assert not [command for command in fix["commands"] if "torchvision" in command], fix["commands"]
-    assert any(why in step and "installs the pair" in step for step in fix["steps"]), fix["steps"]
+    assert any(why in step and "replaces it with a pair" in step for step in fix["steps"]), fix["steps"]
 
 
 def test_an_installed_by_naming_no_rule_is_refused(tmp_path):

@@ -9,7 +9,7 @@ a value a rule can compare plus the details its message and fix can quote.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -34,6 +34,55 @@ def torch_build(torch: Dict[str, Any]) -> str:
     if torch.get("hip"):
         return "rocm"
     return "cpu"
+
+
+def build_tag(version: Optional[str]) -> Optional[str]:
+    """The build a version's local part names: "2.13.0+cpu" -> "cpu", "0.28.0+cu130" -> "cu130"; None without one."""
+    local = str(version or "").partition("+")[2].lower()
+    return local or None
+
+
+def _tag_cuda(tag: Optional[str]) -> Optional[Tuple[int, int]]:
+    """"cu130" -> (13, 0), "cu118" -> (11, 8); None for any other tag."""
+    digits = (tag or "")[2:]
+    if not (tag or "").startswith("cu") or not digits.isdigit() or len(digits) < 2:
+        return None
+    return int(digits[:-1]), int(digits[-1])
+
+
+def companion_problems(torch: Dict[str, Any], companions: Dict[str, Dict[str, Any]]) -> List[str]:
+    """Why torchvision or torchaudio, as installed, cannot load beside the installed torch: built for another torch
+    release (their metadata requires one exactly), or for another build (a CUDA build beside a CPU torch fails
+    with "operator torchvision::nms does not exist"; CUDA majors must match, as torchvision checks at import)."""
+    if not torch.get("installed"):
+        return []
+    from preflight.knowledge import package_index
+
+    torch_version = str(torch.get("version") or "")
+    public = torch_version.split("+")[0]
+    torch_cuda = nvidia.parse_major_minor(torch.get("cuda"))
+    torch_words = "torch %s (%s)" % (torch_version or "?", "CUDA %d.%d" % torch_cuda if torch_cuda else
+                                     "ROCm" if torch.get("hip") else "no CUDA")
+    problems = []
+    for name, found in sorted(companions.items()):
+        version = found.get("version")
+        required = found.get("requires_torch")
+        if public and required and not package_index.satisfies(required, public):
+            problems.append("%s %s requires torch %s, and %s is installed: importing it fails"
+                            % (name, version or "?", required, torch_words))
+            continue
+        tag = build_tag(version)
+        cuda = _tag_cuda(tag)
+        if cuda and not torch_cuda:
+            problems.append("%s %s is a CUDA %d.%d build beside %s: importing it fails (\"operator "
+                            "torchvision::nms does not exist\")" % ((name, version) + cuda + (torch_words,)))
+        elif cuda and torch_cuda and cuda[0] != torch_cuda[0]:
+            problems.append("%s %s is built for CUDA %d.%d and %s for CUDA %d.%d: torchvision refuses to load "
+                            "beside another CUDA major release" % ((name, version) + cuda + (torch_words,) + torch_cuda))
+        elif tag == "cpu" and torch_cuda:
+            problems.append("%s %s is a CPU build beside %s: its operators (nms, roi_align) do not run on the GPU"
+                            % (name, version, torch_words))
+    return problems
 
 
 # --- driver and CUDA ----------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from preflight import units
 from preflight.facts import derived, node_health
 from preflight.facts.view import SnapshotView, Unknown
-from preflight.knowledge import gpus, nvidia
+from preflight.knowledge import gpus, nvidia, torch_wheels
 
 Compute = Callable[[SnapshotView, Optional[Dict[str, Any]]], Any]
 
@@ -135,7 +135,6 @@ WHEEL_DETAILS = ("index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_
 
 def wheel(facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Dict[str, Optional[str]]:
     """The torch to install here (torch_wheels.fix_values) for this driver, Python and these GPUs (or ``gpu``)."""
-    from preflight.knowledge import torch_wheels
 
     driver_version = driver_cuda = python = None
     ccs: List[Optional[str]] = []
@@ -374,40 +373,69 @@ def conda_env_name(facts: SnapshotView, gpu) -> Tuple[Any, Dict[str, Any]]:
     return path("conda", "env_name")(python), {"conda_prefix": path("conda", "prefix")(python) or "?"}
 
 
-PAIRED_TORCHVISION = ("torchvision_pins", "torchvision_index_url", "torchvision_unpaired", "torch_not_running")
+# What installs torch's companions (torchvision, torchaudio) built for the installed torch, or why not here.
+COMPANION_DETAILS = ("companion_pins", "companion_index_url", "companion_unpaired", "torch_not_running")
+
+
+def _companion_install(facts: SnapshotView, torch: Dict[str, Any], names: List[str],
+                       python: Optional[str]) -> Dict[str, Any]:
+    """The companions ``names`` pinned beside the installed CUDA torch, from its index; unless that torch does not
+    stay (a CPU or ROCm build where torch.cuda fails, or a build that cannot run here: then the fix that replaces
+    torch installs the pair, and a companion pinned to the old torch would undo it)."""
+    details: Dict[str, Any] = dict.fromkeys(COMPANION_DETAILS)
+    if derived.torch_build(torch) != "cuda":
+        details["torch_not_running"] = "the installed torch %s is not a CUDA build, so the fix of torch.cuda " \
+                                       "replaces it with a matching pair" % (torch.get("version") or "?")
+        return details
+    details["torch_not_running"] = _torch_not_running(facts, torch)
+    if details["torch_not_running"] is None:
+        details.update(torch_wheels.companions_for(torch.get("version"), torch.get("cuda"), names, python))
+    return details
 
 
 def packages(facts: SnapshotView, gpu) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     found = facts.section("python").get("packages") or {}
     details = python_details(facts)
-    details.update(dict.fromkeys(PAIRED_TORCHVISION))
+    details.update(dict.fromkeys(COMPANION_DETAILS))
     torchvision, torch = found.get("torchvision"), facts.torch()
     if torchvision is not None and not torchvision.get("importable") and derived.torch_build(torch) == "cuda":
-        # torch.cuda passes, so its fix (torch with its torchvision) is not shown: this one names the torchvision,
-        # built for the installed torch, unless that torch cannot run here (then the fix that replaces it installs
-        # the pair, and a torchvision pinned to the old torch would undo it).
-        details["torch_not_running"] = _torch_not_running(facts, torch)
-        if details["torch_not_running"] is None:
-            from preflight.knowledge import torch_wheels
-
-            details.update(torch_wheels.paired_torchvision(torch.get("version"), torch.get("cuda"),
-                                                           details.get("python_version")))
+        # torch.cuda passes, so its fix (torch with its torchvision) is not shown: this one names the torchvision
+        # built for the installed torch.
+        details.update(_companion_install(facts, torch, ["torchvision"], details.get("python_version")))
     return found, details
+
+
+def torch_companions(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any]]:
+    """torchvision and torchaudio, as installed, against the installed torch: what keeps them from loading."""
+    python = facts.section("python")
+    companions = python.get("torch_companions")
+    if companions is None:
+        raise Unknown("the facts do not say how torchvision and torchaudio were built (saved by an older preflight)")
+    torch = facts.torch()
+    problems = derived.companion_problems(torch, companions)
+    details = dict(python_details(facts), companion_names=" and ".join(sorted(companions)) or "none")
+    details.update(dict.fromkeys(COMPANION_DETAILS))
+    if problems:
+        details.update(_companion_install(facts, torch, sorted(companions), details.get("python_version")))
+    return problems, details
 
 
 def _torch_not_running(facts: SnapshotView, torch: Dict[str, Any]) -> Optional[str]:
     """Why the installed CUDA torch cannot run here, as the facts cuda.compat and gpu.torch_kernels read it (a
-    driver older than its CUDA; no kernels a visible GPU runs); None when it runs, or when that is not known."""
+    driver older than its CUDA; no kernels a visible GPU runs), naming the rule whose fix replaces it; None when it
+    runs, or when that is not known."""
     version = torch.get("version") or "?"
     try:
         if cuda_compat(facts, None)[0] == "driver_too_old":
-            return "the installed torch %s is built for a newer CUDA than this driver runs" % version
+            return "the installed torch %s is built for a newer CUDA than this driver runs, so the fix of " \
+                   "cuda.compat replaces it with a pair that runs" % version
     except Unknown:
         pass
     try:
         for visible in facts.visible_gpus():
             if torch_kernels(facts, visible)[0] in ("none", "ptx_needs_newer_driver"):
-                return "the installed torch %s has no kernels that run on %s" % (version, visible.get("name") or "the GPU")
+                return "the installed torch %s has no kernels that run on %s, so the fix of torch.arch replaces " \
+                       "it with a pair that does" % (version, visible.get("name") or "the GPU")
     except Unknown:
         pass
     return None

@@ -186,7 +186,10 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     Fact("python.conda.env_name", "string", "the conda environment in use ('base' for the root one)", ("python",),
          read.conda_env_name, details=("conda_prefix",), implies=("conda_active",)),
     Fact("python.packages", "packages", "installed version and importability of the packages a rule lists",
-         ("python", "host"), read.packages, details=PYTHON_DETAILS + read.PAIRED_TORCHVISION),
+         ("python", "host"), read.packages, details=PYTHON_DETAILS + read.COMPANION_DETAILS),
+    Fact("torch.companions", "list", "what keeps torchvision or torchaudio, as installed, from loading beside the "
+         "installed torch (built for another torch release or build)", ("python", "nvml", "host"),
+         read.torch_companions, details=("companion_names",) + PYTHON_DETAILS + read.COMPANION_DETAILS),
     # NVML too: the fix's wheel index follows the driver's CUDA version.
     _nvml_fact("torch.build", "enum", "which torch is installed: cuda, cpu, rocm or missing",
                read.torch_build, ("python", "nvml", "host"), implies=(), values=("cuda", "cpu", "rocm", "missing"),

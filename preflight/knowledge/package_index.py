@@ -106,6 +106,12 @@ def _specifier(text: str) -> Optional[SpecifierSet]:
         return None
 
 
+def satisfies(specifier: str, version: str) -> bool:
+    """Whether ``version`` meets ``specifier`` (``'>=2.11'``, ``'==2.9.1'``); False when either cannot be read."""
+    parsed, wanted = _specifier(specifier), _version(version)
+    return parsed is not None and wanted is not None and parsed.contains(wanted, prereleases=True)
+
+
 def has_wheel(record: Dict[str, Any], python: str, platform: str = DEFAULT_PLATFORM) -> bool:
     """Whether a release has a wheel pip would take on CPython ``python`` (X.Y) on ``platform``."""
     requires = record.get("requires_python")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from preflight.knowledge import nvidia
+from preflight.knowledge import nvidia, package_index
 
 Version = Tuple[int, int]
 INDEX = "https://download.pytorch.org/whl/"
@@ -81,10 +81,12 @@ class Catalog(NamedTuple):
 
     def installable(self, variant: Variant, python: Optional[Version]) -> List[Version]:
         """The torch minor releases ``variant``'s index has for this Python (all, when it is unknown) that can be
-        pinned: a torchvision was released for them."""
+        pinned: a torchvision was released for them, with a wheel for this Python too (torchvision's Pythons are
+        its own: 0.20 has no wheel for 3.13, though torch 2.5 has)."""
         return [torch for torch in variant.releases
                 if self.releases[torch].torchvision is not None
-                and (python is None or python in self.releases[torch].pythons)]
+                and (python is None or (python in self.releases[torch].pythons
+                                        and companion_release("torchvision", torch, python) is not None))]
 
     def releases_of(self, variant: Variant, python: Optional[Version]) -> List[Version]:
         """Every torch minor release the index holds for this Python, with a torchvision or not."""
@@ -299,26 +301,55 @@ def torchvision_for(torch: Version) -> Optional[str]:
     return release.torchvision if release else None
 
 
-def paired_torchvision(torch_version: Optional[str], torch_cuda: Optional[str],
-                       python: Optional[str] = None) -> Dict[str, Optional[str]]:
-    """What installs the torchvision built for an installed CUDA torch (``2.11.0+cu130``, CUDA ``13.0``):
-    {torchvision_pins, torchvision_index_url} from the torch's own index, or {torchvision_unpaired} saying why
-    no command can be given (no torchvision for that torch in the data, or its index holds no wheel for
-    ``python``). torch is pinned beside it to its installed minor release, which the installed build meets: pip
-    keeps that torch, and cannot resolve the torchvision to one that needs another."""
+def companion_release(name: str, torch: Version, python: Optional[Version]) -> Optional[str]:
+    """The minor release of companion ``name`` (torchvision, torchaudio) built for torch minor release ``torch``
+    that has a Linux x86_64 wheel for ``python`` (any when unknown), from the data: torchvision's pairing from the
+    wheel data, torchaudio's from the torch its releases require on PyPI. None when there is none."""
+    if name == "torchvision":
+        minor = torchvision_for(torch)
+        candidates = [minor] if minor else []
+    else:  # the releases, newest first, whose torch requirement some patch release of this torch meets
+        patches = ["%d.%d.%d" % (torch + (patch,)) for patch in range(10)]
+        candidates = [".".join(version.split(".")[:2])
+                      for version, record in reversed(list(package_index.releases(name).items()))
+                      if record.get("requires_torch") and any(
+                          package_index.satisfies(record["requires_torch"], patch) for patch in patches)]
+    for minor in dict.fromkeys(candidates):
+        pin = "%s==%s.*" % (name, minor)
+        if python is None and package_index.pythons_for(pin) or \
+                python is not None and package_index.installable(pin, "%d.%d" % python):
+            return minor
+    return None
+
+
+def companions_for(torch_version: Optional[str], torch_cuda: Optional[str], names: Sequence[str],
+                   python: Optional[str] = None) -> Dict[str, Optional[str]]:
+    """What installs companions ``names`` (torchvision, torchaudio) built for an installed CUDA torch
+    (``2.11.0+cu130``, CUDA ``13.0``): {companion_pins, companion_index_url} from the torch's own index, or
+    {companion_unpaired} saying why no command can be given. torch is pinned beside them to its installed minor
+    release, which the installed build meets: pip keeps that torch, and cannot resolve a companion built for another."""
     torch = nvidia.parse_major_minor((torch_version or "").split("+")[0])
     cuda = nvidia.parse_major_minor(torch_cuda)
-    paired = torchvision_for(torch) if torch else None
+    py = nvidia.parse_major_minor(python)
     tag = "cu%d%d" % cuda if cuda else None
-    if paired and tag and available(tag, torch, nvidia.parse_major_minor(python)):
-        return {"torchvision_pins": pair_pins(torch, paired),
-                "torchvision_index_url": INDEX + tag,
-                "torchvision_unpaired": None}
-    return {"torchvision_pins": None, "torchvision_index_url": None,
-            "torchvision_unpaired": "preflight's wheel data holds no torchvision for torch %s (CUDA %s) on this "
-                                    "Python: install the one PyTorch pairs with it "
-                                    "(https://pytorch.org/get-started/previous-versions/)"
-                                    % (torch_version or "?", torch_cuda or "?")}
+    pins = []
+    missing = []
+    if torch and tag and available(tag, torch, py):
+        pins.append("'torch==%d.%d.*'" % torch)
+        for name in names:
+            release = companion_release(name, torch, py)
+            if release is None:
+                missing.append(name)
+            else:
+                pins.append("'%s==%s.*'" % (name, release))
+    if pins and not missing:
+        return {"companion_pins": " ".join(pins), "companion_index_url": INDEX + tag, "companion_unpaired": None}
+    return {"companion_pins": None, "companion_index_url": None,
+            "companion_unpaired": "preflight's wheel data holds no %s for torch %s (CUDA %s) with a wheel for %s: "
+                                  "install the release PyTorch pairs with it "
+                                  "(https://pytorch.org/get-started/previous-versions/)"
+                                  % (" and ".join(missing or names), torch_version or "?", torch_cuda or "?",
+                                     "Python %s" % python if python else "this Python")}
 
 
 def archived_for(driver_cuda: Optional[str], python: Optional[str] = None) -> Optional[Archived]:

@@ -41,6 +41,7 @@ def probe(packages, environ=None):
         "conda": _conda(environ),
         "packages": _packages(packages),
         "torch": _torch(),
+        "torch_companions": _companions(),
     }
 
 
@@ -198,6 +199,60 @@ def _torch():
         stat = os.stat(extensions[0])
         facts["extension"] = {"path": extensions[0], "size": stat.st_size, "mtime_ns": int(stat.st_mtime * 1e9)}
     return facts
+
+
+COMPANIONS = ("torchvision", "torchaudio")  # built for one torch release and build each: checked as a pair with it
+
+
+def _companions():
+    """torchvision's and torchaudio's build, read from their files without importing them: the version (its local
+    part names the build: +cu130, +cpu) from version.py, and the torch their metadata requires."""
+    found = {}
+    for name in COMPANIONS:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError, AttributeError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        location = list(spec.submodule_search_locations)[0]
+        facts = {"version": None, "requires_torch": None, "error": None}
+        try:
+            with open(os.path.join(location, "version.py"), encoding="utf-8") as handle:
+                facts["version"] = _literal_assignments(handle.read()).get("__version__")
+        except (OSError, SyntaxError, ValueError) as exc:
+            facts["error"] = "cannot read %s/version.py: %s" % (name, exc)
+        facts["requires_torch"] = _requires_torch(os.path.dirname(location), name)
+        found[name] = facts
+    return found
+
+
+def _requires_torch(folder, name):
+    """The torch requirement in the METADATA of ``name``'s dist-info beside its package ("==2.13.0"), or None."""
+    for entry in _listdir(folder):
+        if not (entry.endswith(".dist-info") and _normalise(entry.split("-")[0]) == _normalise(name)):
+            continue
+        try:
+            with open(os.path.join(folder, entry, "METADATA"), encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if not line.strip():
+                        return None  # the headers end at the first blank line
+                    key, _, value = line.partition(":")
+                    requirement = value.split(";")[0].replace("(", " ").replace(")", " ").strip()
+                    if key.strip().lower() == "requires-dist" and _requirement_name(requirement) == "torch":
+                        return requirement[len("torch"):].replace(" ", "") or None
+        except OSError:
+            return None
+    return None
+
+
+def _requirement_name(requirement):
+    """The distribution a Requires-Dist line names: the text before its first version operator or space."""
+    end = len(requirement)
+    for mark in " <>=!~[":
+        if mark in requirement:
+            end = min(end, requirement.index(mark))
+    return requirement[:end].lower()
 
 
 def _literal_assignments(source):

@@ -79,6 +79,7 @@ TORCH = {
     "?": True, "installed": "bool", "location": "str?", "version": "str?", "cuda": "str?", "hip": "str?",
     "extension": {"?": True, "path": "str?", "size": "int?", "mtime_ns": "int?"}, "error": "str?",
 }
+COMPANION = {"version": "str?", "requires_torch": "str?", "error": "str?"}
 CONDA = {
     "?": True, "active": "bool?", "env_name": "str?", "is_base": "bool?", "prefix": "str?", "source": "str?",
     "CONDA_DEFAULT_ENV": "str?", "CONDA_PREFIX": "str?", "interpreter_in_active_env": "bool?",
@@ -86,6 +87,7 @@ CONDA = {
 PYTHON = {
     "?": True, "executable": "str?", "version": "str?", "implementation": "str?", "prefix": "str?",
     "base_prefix": "str?", "venv": "bool?", "conda": CONDA, "packages": {"*": PACKAGE}, "torch": TORCH,
+    "torch_companions": {"?": True, "*": COMPANION},
 }
 TORCH_ARCH = {"?": True, "flags": ["str"], "source": "str?"}
 CONTAINER = {"?": True, "*": "str?", "requirements": {"*": "str"}}

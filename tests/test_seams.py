@@ -1,0 +1,105 @@
+"""Where two facts meet: torch and its companions as a binary pair, fixes that fit the user's Python, driver, GPUs
+and operating system, and one machine per finding."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FakeEnvironment, nvml_fixture, run_cli
+
+H200 = nvml_fixture("h200-driver580.json")
+
+
+def _companion_env(tmp_path, torch_version, torch_cuda, companions):
+    env = FakeEnvironment(tmp_path / "venv")
+    env.add_yolov9_packages(skip=("torchvision",))
+    env.add_torch(version=torch_version, cuda=torch_cuda)
+    for name, version, requires in companions:
+        env.add_companion(name, version, requires)
+    return env
+
+
+def _results(*args):
+    completed = run_cli("check", "--format", "json", *args)
+    return {result["id"]: result for result in json.loads(completed.stdout)["results"]}
+
+
+# --- torch's companions, checked as a binary pair without importing them ------------------------------------
+
+def test_a_cuda_torchvision_beside_a_cpu_torch_fails_though_every_package_is_present(tmp_path):
+    env = _companion_env(tmp_path, "2.13.0+cpu", None, [("torchvision", "0.28.0+cu130", "==2.13.0")])
+    found = _results("--python", env.python, "--nvml-fixture", H200)
+    pair = found["torch.companions"]
+    assert found["python.packages"]["status"] == "pass"  # present: find_spec finds it
+    assert pair["status"] == "fail" and "torchvision 0.28.0+cu130 is a CUDA 13.0 build beside torch 2.13.0+cpu" \
+        in pair["message"] and "operator torchvision::nms does not exist" in pair["message"]
+    steps = " ".join(pair["fix"]["steps"])
+    # The torch itself is replaced (torch.cuda fails: a CPU build on a GPU machine), with its torchvision.
+    assert found["torch.cuda"]["status"] == "fail" and "fix of torch.cuda replaces it with a matching pair" in steps
+    assert not pair["fix"]["commands"], pair["fix"]["commands"]
+
+
+def test_a_torchvision_built_for_another_torch_release_is_pinned_to_the_installed_one(tmp_path):
+    env = _companion_env(tmp_path, "2.11.0+cu130", "13.0", [("torchvision", "0.25.0+cu130", "==2.10.0"),
+                                                            ("torchaudio", "2.10.0+cu130", ">=2.10")])
+    pair = _results("--python", env.python, "--nvml-fixture", H200)["torch.companions"]
+    assert pair["status"] == "fail" and "torchvision 0.25.0+cu130 requires torch ==2.10.0" in pair["message"]
+    assert "torchaudio" not in pair["message"]  # a pure-Python torchaudio that accepts torch 2.11
+    python = "%d.%d" % sys.version_info[:2]
+    assert pair["fix"]["commands"] == ["%s -m pip install 'torch==2.11.*' 'torchaudio==2.11.*' 'torchvision==0.26.*' "
+                                       "--index-url https://download.pytorch.org/whl/cu130" % env.python], (
+        python, pair["fix"])
+
+
+def test_a_matching_pair_passes_and_no_companion_is_nothing_to_check(tmp_path):
+    env = _companion_env(tmp_path, "2.11.0+cu130", "13.0", [("torchvision", "0.26.0+cu130", "==2.11.0")])
+    pair = _results("--python", env.python, "--nvml-fixture", H200)["torch.companions"]
+    assert pair["status"] == "pass" and pair["message"] == "torchvision built for the installed torch"
+    alone = _companion_env(tmp_path / "alone", "2.11.0+cu130", "13.0", [])
+    pair = _results("--python", alone.python, "--nvml-fixture", H200)["torch.companions"]
+    assert pair["status"] == "pass" and pair["message"] == "none built for the installed torch"
+
+
+def test_cuda_majors_must_match_and_a_cpu_torchvision_beside_a_cuda_torch_cannot_run_on_the_gpu(tmp_path):
+    env = _companion_env(tmp_path, "2.9.1+cu126", "12.6", [("torchvision", "0.24.1+cu130", "==2.9.1")])
+    pair = _results("--python", env.python, "--nvml-fixture", H200)["torch.companions"]
+    assert pair["status"] == "fail" and "built for CUDA 13.0 and torch 2.9.1+cu126 (CUDA 12.6) for CUDA 12.6" \
+        in pair["message"]
+    env = _companion_env(tmp_path / "cpu", "2.9.1+cu126", "12.6", [("torchvision", "0.24.1+cpu", "==2.9.1")])
+    pair = _results("--python", env.python, "--nvml-fixture", H200)["torch.companions"]
+    assert pair["status"] == "fail" and "is a CPU build beside torch 2.9.1+cu126" in pair["message"]
+
+
+def test_diagnose_names_the_check_that_catches_the_mismatch_before_a_run():
+    completed = run_cli("diagnose", "-", "--no-facts", "--format", "json",
+                        stdin="RuntimeError: operator torchvision::nms does not exist\n")
+    match = json.loads(completed.stdout)["matches"][0]
+    assert match["id"] == "torchvision.torch_mismatch" and match["rules"] == ["torch.companions"]
+
+
+def _local_wheels():
+    torch = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+    vision = Path("/opt/pypi-more/files/torchvision-0.28.0-cp311-cp311-manylinux_2_28_x86_64.whl")
+    return (torch, vision) if torch.is_file() and vision.is_file() and sys.version_info[:2] == (3, 11) else None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_local_wheels() is None, reason="SKIPPED LOUDLY: the wheels of torch 2.13.0+cpu and PyPI's "
+                    "torchvision 0.28.0 are not on this machine's disk (or this is not Python 3.11)")
+def test_real_wheels_that_cannot_import_fail_the_check(tmp_path):
+    """The real pair, installed without its dependencies: import torchvision fails, and the check says so first."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"] + [str(w) for w in _local_wheels()],
+                   check=True, timeout=600)
+    imported = subprocess.run([python, "-c", "import torchvision"], capture_output=True, text=True, timeout=300)
+    assert imported.returncode != 0 and "operator torchvision::nms does not exist" in imported.stderr
+    pair = _results("--python", python, "--nvml-fixture", H200, "--select", "torch.companions")["torch.companions"]
+    assert pair["status"] == "fail" and "0.28.0+cu130 is a CUDA 13.0 build beside torch 2.13.0+cpu" in pair["message"]
