@@ -399,14 +399,17 @@ def test_fix_commands_use_the_models_own_scripts_and_a_batch_one_gpu_holds():
                       "--nvml-fixture", A100X2)
     result = report["results"][0]
     commands = result["fix"]["commands"]
-    per_gpu = result["message"].split("batch ")[-1].split(" per GPU")[0]
-    assert commands[0].startswith("python train.py --workers 8 --device 0 --batch-size %s " % per_gpu), commands[0]
+    per_gpu = result["message"].split("batch ")[-1].split(" per GPU")[0]  # rank 0's room decides for both
+    # Two GPUs visible: torchrun over both with the total they hold, never one GPU's own maximum for device 0.
+    assert commands[0].startswith("torchrun --nproc_per_node 2 train.py --workers 8 --device 0,1 --sync-bn "
+                                  "--batch-size %d " % (2 * int(per_gpu))), commands[0]
     assert "--cfg models/detect/gelan-c.yaml" in commands[0]
-    assert "(--batch-size %d in all over the 2 GPUs under torchrun)" % (2 * int(per_gpu)) in result["fix"]["steps"][1]
+    assert "%s per GPU fits on all 2, --batch-size %d in all" % (per_gpu, 2 * int(per_gpu)) in result["fix"]["steps"][1]
     assert "DataParallel" in result["fix"]["steps"][-1]  # --device 0,1 without torchrun: GPU 0 holds more
-    # 256 needs 6 GPUs like these; the machine has 2: no torchrun line. With one of its two GPUs visible, a
-    # batch two of them hold is spread over both.
-    assert not any(c.startswith("torchrun") for c in commands)
+    assert not any(c.startswith("python train.py") for c in commands)
+    # 256 needs 6 GPUs like these; the machine has 2: no torchrun line over more than it has. With one of its two
+    # GPUs visible, a batch two of them hold is spread over both.
+    assert not any("--nproc_per_node 6" in c for c in commands)
     one = run_json("check", "--select", "gpu.memory.workload", "--workload", "gelan-c", "--batch", "96",
                    "--nvml-fixture", A100X2, env={"CUDA_VISIBLE_DEVICES": "0"})["results"][0]["fix"]
     assert one["commands"][1].startswith("torchrun --nproc_per_node 2 train.py ") and "--device 0,1 " in \

@@ -313,8 +313,8 @@ def test_no_kernel_image_names_compute_capability_and_torch_architectures(tmp_pa
             "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90") in match["context"]
     wanted = torch_wheels.choose("580.159.04", "13.0", ["12.0"], "%d.%d" % sys.version_info[:2])  # cu130 on 3.10+
     if isinstance(wanted, torch_wheels.Choice):
-        assert match["fix"]["commands"][-1] == "%s -m pip install %s --index-url %s" % (env.python, wanted.pins,
-                                                                                         wanted.index_url)
+        assert match["fix"]["commands"][-1] == "%s -m pip uninstall -y torch torchvision && %s -m pip install %s " \
+            "--index-url %s" % (env.python, env.python, wanted.pins, wanted.index_url)
     else:  # Python 3.8 or 3.9: no torch for them has sm_120 kernels; the way out instead of an index
         assert not any("--index-url" in c for c in match["fix"]["commands"])
         assert any("use Python 3.10" in step for step in match["fix"]["steps"]), match["fix"]
@@ -536,9 +536,13 @@ def test_the_logs_own_run_fills_the_fix_when_this_machine_is_another():
     assert any("is not where the log ran" in note and "the log's GPU is NVIDIA GeForce RTX 5090, this machine has "
                "NVIDIA H200" in note for note in report["notes"])
     fix = report["matches"][0]["fix"]
-    # The log's Python 3.10, driver unknown (a current one assumed) and sm_120: cu130's newest torch.
-    wanted = torch_wheels.choose(None, None, ["12.0"], "3.10")
-    assert fix["commands"][-1] == "python -m pip install %s --index-url %s" % (wanted.pins, wanted.index_url)
+    # The log's Python 3.10 and sm_120; no driver in the log: the CUDA its own torch was built for (12.4) stands
+    # in for it, and the fix names the driver each build needs.
+    wanted = torch_wheels.fix_values(None, None, ["12.0"], "3.10", run_cuda="12.4")
+    assert wanted["wheel_tag"] == "cu128" and "cu128 needs driver 570.26 or newer" in wanted["wheel_note"]
+    assert fix["commands"][-1] == "python -m pip uninstall -y torch torchvision && python -m pip install %s " \
+        "--index-url %s" % (wanted["torch_pins"], wanted["index_url"])
+    assert any("cu128 needs driver 570.26 or newer" in step for step in fix["steps"])
     assert fix["steps"][0].startswith("torch 2.5.1+cu124 has no kernels for NVIDIA GeForce RTX 5090 (compute capability 12.0)")
 
 

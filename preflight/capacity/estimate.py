@@ -158,6 +158,22 @@ def per_gpu_batch(batch: int, gpus: int) -> int:
     return int(math.ceil(batch / max(1, gpus)))
 
 
+def check_split(batch: int, gpus: int, where: str) -> None:
+    """A total --batch that the GPUs cannot share evenly is refused, as YOLOv9's trainer refuses it at start-up
+    ("--batch-size must be multiple of WORLD_SIZE"): exit 2, naming the nearest totals that work."""
+    if gpus > 1 and batch % gpus:
+        lower, upper = batch - batch % gpus, batch - batch % gpus + gpus
+        nearest = " or ".join(str(total) for total in (lower, upper) if total >= gpus)
+        raise PreflightError("--batch %d does not divide by the %d GPUs %s: YOLOv9's trainer refuses it at start-up "
+                             "(under torchrun each GPU takes an equal share)" % (batch, gpus, where),
+                             "use --batch %s" % nearest)
+
+
+def ddp_batch(batch: int, gpus: int) -> int:
+    """The total batch nearest ``batch`` that ``gpus`` GPUs share evenly (at least one image each)."""
+    return max(gpus, int(round(batch / gpus)) * gpus)
+
+
 def _per_image(request: Dict[str, Any], with_validation: bool = True) -> float:
     """Bytes per image at the reference size: the training step's, plus (for a whole run) what the validation
     pass at twice the batch adds on top; both with the assigner's share for dense images (--max-objects)."""

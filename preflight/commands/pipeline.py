@@ -184,8 +184,9 @@ def workload_request(ruleset: "RuleSet", wanted) -> Dict[str, Any]:
     from preflight.capacity import estimate
 
     batch = wanted.batch if wanted.batch is not None else estimate.DEFAULT_BATCH[wanted.task]
-    return estimate.make_request(ruleset.workloads, wanted.workload, wanted.task, wanted.precision, batch,
-                                 wanted.imgsz, wanted.optimizer, wanted.max_objects, wanted.objects_source)
+    request = estimate.make_request(ruleset.workloads, wanted.workload, wanted.task, wanted.precision, batch,
+                                    wanted.imgsz, wanted.optimizer, wanted.max_objects, wanted.objects_source)
+    return dict(request, batch_given=wanted.batch is not None)
 
 
 def fit_requests(ruleset: "RuleSet", labels: Sequence[str]) -> Tuple[Dict[str, Any], ...]:
@@ -209,6 +210,8 @@ def split_workload(request: Dict[str, Any], snapshot: Dict[str, Any], ruleset: "
     from preflight.capacity import estimate
 
     visible = (snapshot.get("visibility") or {}).get("count") or 1
+    if request.get("batch_given"):
+        estimate.check_split(request["batch"], visible, "CUDA sees here")
     request = dict(request, gpus=visible, per_gpu_batch=estimate.per_gpu_batch(request["batch"], visible))
     if visible > 1:
         request["notes"] = request["notes"] + [

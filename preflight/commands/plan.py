@@ -48,6 +48,8 @@ def run(options: CheckOptions, gpu_filters: List[str], warn: common.Warn = None,
                              "the GPUs the run spreads its total --batch over under torchrun (DDP)")
     prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
     request = prepared.workload  # sized for the trainers' default batch when none is given
+    if options.workload is not None and options.workload.batch is not None:
+        estimate.check_split(request["batch"], gpus, "of --gpus")
     if custom is not None:  # that GPU alone: this machine's are not probed
         return plan(request, prepared.ruleset, None, gpu_filters, custom, gpus)
     snapshot, _ = common.snapshot(prepared.options, {"nvml"}, [], prepared.applied.early_facts)

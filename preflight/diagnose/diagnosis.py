@@ -243,7 +243,7 @@ def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, s
     cc = "%d.%d" % sm[1] if sm else run.get("run_compute_capability")
     if driver_cuda or cc:
         wheel = torch_wheels.fix_values(run.get("run_driver_version"), driver_cuda, [cc] if cc else [],
-                                        run.get("run_python"))
+                                        run.get("run_python"), run_cuda=run.get("run_torch_cuda"))
         values.update((k, v) for k, v in wheel.items() if v is not None)
         if driver_cuda:
             values.update(driver_cuda=driver_cuda, run_driver_cuda=driver_cuda)
@@ -296,9 +296,6 @@ def _oom_values(ruleset: RuleSet, run: Dict[str, str]) -> Dict[str, str]:
     from preflight.capacity import estimate
 
     values: Dict[str, str] = {}
-    devices = [d for d in (run.get("run_device") or "").split(",") if d.strip().isdigit()]
-    if len(devices) > 1:
-        values.update(gpu_count=str(len(devices)), device_list=",".join(devices))
     cfg, mib = run.get("run_cfg"), run.get("run_gpu_mib")
     workload = os.path.splitext(os.path.basename(cfg))[0] if cfg else None
     if not workload or workload not in ruleset.workloads or not (mib and mib.isdigit()):
@@ -314,6 +311,32 @@ def _oom_values(ruleset: RuleSet, run: Dict[str, str]) -> Dict[str, str]:
     if fit >= 1:
         values["fit_batch"] = str(fit)
     return values
+
+
+def gpu_values(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, str]:
+    """How many GPUs a launch line should name, from the log's run (its --device list, the GPUs its banner shows),
+    else this machine's visible GPUs: {gpu_count}, {device_list} and {ddp_batch} (a total the GPUs share evenly)
+    for torchrun over two or more; {single_gpu} for one, where torchrun has nothing to spread. Nothing when
+    neither says: a fix then prints no launch line with a guessed count."""
+    from preflight.capacity import estimate
+
+    devices = [d.strip() for d in (run.get(RUN_PREFIX + "device") or "").split(",") if d.strip().isdigit()]
+    count = len(devices)
+    if not count and str(run.get(RUN_PREFIX + "gpu_count", "")).isdigit():
+        count = int(run[RUN_PREFIX + "gpu_count"])
+    if not count and facts is not None:
+        try:
+            count = len(facts.visible_indices())
+        except Unknown:
+            count = 0
+    if count == 1:
+        return {"single_gpu": devices[0] if devices else "0"}
+    if count < 2:
+        return {}
+    asked = run.get(RUN_PREFIX + "batch", "")
+    batch = int(asked) if asked.isdigit() and int(asked) > 0 else estimate.DEFAULT_BATCH["train"]
+    return {"gpu_count": str(count), "device_list": ",".join(devices) if len(devices) == count else
+            ",".join(str(i) for i in range(count)), "ddp_batch": str(estimate.ddp_batch(batch, count))}
 
 
 def _pip_name(module: str, ruleset: RuleSet) -> Optional[str]:
@@ -388,6 +411,7 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
 
             base["torch_pythons"] = torch_wheels.pythons_text()
         base.update(_derived(groups, ruleset, run))
+        base.update(gpu_values(run, facts))
         base.update(run)
         from_log = dict(groups)
         from_log.update((RUN_PREFIX + name, value) for name, value in groups.items())

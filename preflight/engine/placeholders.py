@@ -37,7 +37,7 @@ LOG_VALUES = {
 # Values computed from a named group (see diagnose.diagnosis).
 # The torch to install (torch_wheels.fix_values) follows from the driver's CUDA and the GPU the log names.
 WHEEL_VALUES = ("index_url", "arch_index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_tag", "wheel_runs",
-                "wheel_note", "no_wheel", "archived_torch")
+                "wheel_note", "no_wheel", "archived_torch", "wheel_basis")
 DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda") + WHEEL_VALUES,
                        "missing": ("missing_pip", "pip_unknown"), "gpu_sm": WHEEL_VALUES}
 # What a clue may capture: the run's own values, as templates see them with the run_ prefix.
@@ -88,7 +88,8 @@ FIX_CONDITIONS = {
 
 # Values diagnose computes from a log's own run (its clues): the capacity model's largest batch for an
 # out-of-memory run, and the GPUs the run used.
-RUN_DERIVED = ("fit_batch", "fit_workload", "fit_imgsz", "fit_gpu_mib", "gpu_count", "device_list",
+RUN_DERIVED = ("fit_batch", "fit_workload", "fit_imgsz", "fit_gpu_mib", "gpu_count", "device_list", "ddp_batch",
+               "single_gpu",
                "run_compute_capability", "run_torch_cuda")
 # Values from the knowledge data, the same wherever a fix is shown (diagnose fills them).
 KNOWLEDGE_VALUES = {"torch_pythons": "the Pythons the newest torch that can be pinned has wheels for (3.10 to 3.14)"}

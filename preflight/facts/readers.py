@@ -130,7 +130,7 @@ def platform(facts: SnapshotView) -> Optional[str]:
 
 
 WHEEL_DETAILS = ("index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_tag", "wheel_runs", "wheel_note",
-                 "no_wheel", "archived_torch")
+                 "no_wheel", "archived_torch", "wheel_basis")
 
 
 def wheel(facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Dict[str, Optional[str]]:
@@ -301,6 +301,8 @@ def workload_fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
         needed = None  # never a torchrun over GPUs this machine does not have: the fix leaves the suggestion out
     smaller = estimate.largest_imgsz(request, batch, free)
     smallest_run = estimate.largest_imgsz(request, 1, free)
+    several = request["gpus"] > 1
+    node_most = _node_max_batch(facts, facts.context.workload) if several else most
     details = gpu_memory("free")(facts, gpu)[1]
     details.update(
         workload=request["id"], task=request["task"], precision_text=estimate.setup_words(request),
@@ -312,6 +314,11 @@ def workload_fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
         val_script=request.get("train_script", "train_dual.py").replace("train", "val", 1),
         max_batch_spread=(" (--batch-size %d in all over the %d GPUs under torchrun)" % (
             most * request["gpus"], request["gpus"]) if request["gpus"] > 1 else ""),
+        single_gpu="0" if not several else None,
+        ddp_gpus=request["gpus"] if several else None,
+        ddp_devices=",".join(str(i) for i in range(request["gpus"])) if several else None,
+        node_max_batch=node_most if several else None,
+        node_max_total=node_most * request["gpus"] if several and node_most else None,
         rank=("" if request["gpus"] == 1 else " (rank 0: it also runs the validation pass)" if rank0 else
               " (not rank 0: no validation pass here)"),
         smaller_img=smaller or "none", smaller_img_batch1=smallest_run or "none", gpus_needed=needed,
@@ -321,6 +328,22 @@ def workload_fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
         measured_on=request["measured_on"], estimate_notes="; ".join(request["notes"]) or None,
     )
     return value, details
+
+
+def _node_max_batch(facts: SnapshotView, request: Dict[str, Any]) -> int:
+    """The largest batch per GPU that every visible GPU holds at once under torchrun: each rank takes the same
+    share, so the GPU with the least room decides (rank 0, which also validates, often)."""
+    from preflight.capacity import estimate
+
+    most = None
+    for position, visible in enumerate(facts.visible_gpus()):
+        free = (visible.get("memory") or {}).get("free")
+        if free is None:
+            continue
+        share = request if position == 0 else estimate.without_validation(request)
+        fits = estimate.max_batch(share, free)
+        most = fits if most is None else min(most, fits)
+    return most or 0
 
 
 def compute_capability(facts: SnapshotView, gpu) -> Tuple[Any, Dict[str, Any]]:

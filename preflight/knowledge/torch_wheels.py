@@ -191,9 +191,10 @@ def _span(pythons: Sequence[Version]) -> str:
 
 
 def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Sequence[Optional[str]] = (),
-           python: Optional[str] = None, platform: Optional[str] = None) -> "Choice | NoChoice":
+           python: Optional[str] = None, platform: Optional[str] = None, driver_known: bool = True) -> "Choice | NoChoice":
     """The newest torch that runs here and can be pinned with its torchvision. Unknown driver: a current branch
-    (R580) is assumed. ``platform``: where the job runs (linux_x86_64 when unknown)."""
+    (R580) is assumed. ``platform``: where the job runs (linux_x86_64 when unknown). ``driver_known``: False when
+    the driver given stands in for one nobody knows, so no note speaks of "this driver"."""
     data = catalog()
     if platform not in (None, PLATFORM):
         return NoChoice("preflight's wheel data covers Linux x86_64, and this job runs on %s" % platform,
@@ -210,10 +211,10 @@ def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Seque
         return _nothing(data, driver_version, have, gpus, py, newer_driver, any_python)
     variant, torch, runs = found
     notes = []
-    if runs == "minor_version_compat":
+    if runs == "minor_version_compat" and driver_known:
         notes.append("cu%d%d runs on this driver (CUDA %d.%d) only under minor-version compatibility, with a reduced "
                      "feature set" % (variant.cuda + have))
-    if newer_driver and newer_driver[1] > torch:
+    if newer_driver and newer_driver[1] > torch and driver_known:
         notes.append("this driver limits torch to %d.%d; driver 580 or newer runs torch %d.%d" % (torch + newer_driver[1]))
     if any_python and any_python[1] > torch:
         newest = data.releases[any_python[1]].pythons
@@ -364,15 +365,34 @@ def archived_for(driver_cuda: Optional[str], python: Optional[str] = None) -> Op
     return max(fitting, key=lambda a: tuple(int(p) for p in a.torch.split("+")[0].split(".")), default=None)
 
 
+# With no driver known, a build is chosen for the oldest driver that runs a current one: a CUDA 12.x driver at the
+# minor-version compatibility floor (NVIDIA's CUDA compatibility guide), which runs every cu12x build.
+UNKNOWN_DRIVER = (nvidia.MINOR_VERSION_COMPAT_DRIVER[12], (12, 0))
+
+
 def fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Sequence[Optional[str]] = (),
-               python: Optional[str] = None, platform: Optional[str] = None) -> Dict[str, Optional[str]]:
-    """The values fixes use to name a torch to install ({torch_pins}, {index_url}, ...), or, when nothing can
-    run here, {no_wheel} with the way out and None for the rest (so no fix names an index that cannot work)."""
+               python: Optional[str] = None, platform: Optional[str] = None,
+               run_cuda: Optional[str] = None) -> Dict[str, Optional[str]]:
+    """The values fixes use to name a torch to install ({torch_pins}, {index_url}, {wheel_basis}, ...), or, when
+    nothing can run here, {no_wheel} with the way out and None for the rest (so no fix names an index that cannot
+    work). The driver decides the build: with no driver known, the CUDA a run's own torch was built for
+    (``run_cuda``: that driver ran it) stands in for it, else the oldest driver a current build runs on; the fix
+    then names the driver each build needs instead of assuming one."""
     cuda = nvidia.parse_major_minor(driver_cuda)
     if driver_version is None and cuda in nvidia.CUDA_MIN_DRIVER:
         # Only the CUDA version is known (a log's "found version 11040"): the oldest driver that reports it.
         driver_version = nvidia.CUDA_MIN_DRIVER[cuda]
-    found = choose(driver_version, driver_cuda, ccs, python, platform)
+    basis = "the newest the driver, the GPU and Python here run"
+    if cuda is None:
+        ran = nvidia.parse_major_minor(run_cuda)
+        if ran is not None and ran in nvidia.CUDA_MIN_DRIVER:
+            driver_version, driver_cuda = nvidia.CUDA_MIN_DRIVER[ran], "%d.%d" % ran
+            basis = ("the newest for a driver that runs CUDA %d.%d, as the run's own torch needed (the driver is not "
+                     "known)" % ran)
+        else:
+            driver_version, driver_cuda = UNKNOWN_DRIVER[0], "%d.%d" % UNKNOWN_DRIVER[1]
+            basis = "the driver is not known: this build runs on any driver from %s" % UNKNOWN_DRIVER[0]
+    found = choose(driver_version, driver_cuda, ccs, python, platform, driver_known=cuda is not None)
     if isinstance(found, NoChoice):
         old = archived_for(driver_cuda, python)
         archived = None
@@ -382,12 +402,23 @@ def fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: S
                         "written for a current torch may not run on it"
                         % ((old.torch, old.torchvision) + old.cuda + (_span(old.pythons), old.command)))
         return {"no_wheel": "%s: %s." % (found.reason[0].upper() + found.reason[1:], found.way_out),
-                "archived_torch": archived,
+                "archived_torch": archived, "wheel_basis": None,
                 "index_url": None, "arch_index_url": None, "torch_pins": None, "wheel_cuda": None,
                 "wheel_torch": None, "wheel_tag": None, "wheel_runs": None, "wheel_note": None}
+    notes = list(found.notes)
+    if cuda is None:
+        notes.append("%s needs driver %s or newer (or %s under minor-version compatibility); nvidia-smi's header "
+                     "shows the CUDA the driver runs" % (found.variant.tag, nvidia.CUDA_MIN_DRIVER.get(
+                         found.variant.cuda, "?"), nvidia.MINOR_VERSION_COMPAT_DRIVER.get(found.variant.cuda[0], "?")))
+        newest = choose(CURRENT_DRIVER[0], "%d.%d" % CURRENT_DRIVER[1], ccs, python, platform)
+        if isinstance(newest, Choice) and (newest.torch, newest.variant.cuda) > (found.torch, found.variant.cuda):
+            notes.append("with driver %s or newer, torch %s (%s) is newer"
+                         % (nvidia.CUDA_MIN_DRIVER.get(newest.variant.cuda, CURRENT_DRIVER[0]), newest.torch_text,
+                            newest.variant.tag))
     return {
-        "no_wheel": None, "archived_torch": None, "index_url": found.index_url, "arch_index_url": found.index_url, "torch_pins": found.pins,
-        "wheel_cuda": "%d.%d" % found.variant.cuda, "wheel_torch": found.torch_text, "wheel_tag": found.variant.tag,
+        "no_wheel": None, "archived_torch": None, "index_url": found.index_url, "arch_index_url": found.index_url,
+        "torch_pins": found.pins, "wheel_cuda": "%d.%d" % found.variant.cuda, "wheel_torch": found.torch_text,
+        "wheel_tag": found.variant.tag, "wheel_basis": basis,
         "wheel_runs": "fully" if found.runs == "fully" else "under minor-version compatibility",
-        "wheel_note": "; ".join(found.notes) + "." if found.notes else None,
+        "wheel_note": "; ".join(notes) + "." if notes else None,
     }
