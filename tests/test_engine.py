@@ -106,7 +106,7 @@ def test_present_packages():
     verdict = evaluate("present", found, required=["numpy>=1.18.5", "cv"], recommended=["thop"])
     assert verdict.status == "fail"
     assert "numpy 1.17.0 does not satisfy >=1.18.5" in verdict.observed
-    assert "cv 4.0 is installed but cannot be imported" in verdict.observed
+    assert "cv 4.0 is installed but module 'cv' cannot be imported" in verdict.observed
     assert "thop is missing (optional)" in verdict.observed
     assert verdict.details["missing_pip"] == "'numpy>=1.18.5' cv thop"
     assert evaluate("present", found, recommended=["thop"]).status == "warn"

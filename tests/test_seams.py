@@ -103,3 +103,61 @@ def test_real_wheels_that_cannot_import_fail_the_check(tmp_path):
     assert imported.returncode != 0 and "operator torchvision::nms does not exist" in imported.stderr
     pair = _results("--python", python, "--nvml-fixture", H200, "--select", "torch.companions")["torch.companions"]
     assert pair["status"] == "fail" and "0.28.0+cu130 is a CUDA 13.0 build beside torch 2.13.0+cpu" in pair["message"]
+
+
+# --- steps for the operating system the run was on -----------------------------------------------------------
+
+def _catalog_examples():
+    from preflight.engine import loader
+
+    ruleset = loader.load(failures=True)
+    return [(entry.id, example) for entry in list(ruleset.failures.values()) + list(ruleset.families.values())
+            for example in entry.examples]
+
+
+WSL = "Linux DESKTOP 5.15.153.1-microsoft-standard-WSL2 #1 SMP Fri Mar 29 23:14:13 UTC 2024 x86_64 GNU/Linux\n"
+ROCKY = 'NAME="Rocky Linux"\nVERSION="9.3 (Blue Onyx)"\n'
+UBUNTU = "OS: Ubuntu 22.04.4 LTS (x86_64)\n"
+NOT_ON = {"wsl": ("rmmod", "modprobe", "/dev/nvidia", "update-initramfs", "dracut", "apt-get install -y cuda-drivers",
+                  "dnf install -y cuda-drivers", "ubuntu-drivers"),
+          "rocky": ("apt-get", "apt ", "dpkg", "update-initramfs", "ubuntu-drivers"),
+          "ubuntu": ("dnf ", "yum ", "dracut", "/etc/yum.repos.d")}
+
+
+@pytest.mark.parametrize("system, banner", [("wsl", WSL), ("rocky", ROCKY), ("ubuntu", UBUNTU)])
+def test_no_failure_of_the_catalog_gets_a_step_that_cannot_work_on_the_runs_os(system, banner):
+    wrong = []
+    for failure, example in _catalog_examples():
+        completed = run_cli("diagnose", "-", "--no-facts", "--format", "json", stdin=banner + example + "\n")
+        for match in json.loads(completed.stdout)["matches"]:
+            for line in match["fix"]["commands"] + match["fix"]["steps"]:
+                if any(word in line for word in NOT_ON[system]):
+                    wrong.append((failure, line))
+    assert not wrong, wrong
+
+
+# --- fixes that do what the failure asks, for that interpreter, with reasons ----------------------------------
+
+def test_a_log_missing_one_module_gets_one_install_into_the_logs_interpreter():
+    log = ('Traceback (most recent call last):\n  File "/home/u/miniconda3/envs/y9/lib/python3.10/site-packages/'
+           'ultralytics/utils/torch_utils.py", line 1\nModuleNotFoundError: No module named \'thop\'\n')
+    fix = json.loads(run_cli("diagnose", "-", "--format", "json", stdin=log).stdout)["matches"][0]["fix"]
+    assert fix["commands"] == ["/home/u/miniconda3/envs/y9/bin/python -m pip install thop"], fix
+    # No interpreter in the log: this one's is a guess, and the fix says so; still one package.
+    fix = json.loads(run_cli("diagnose", "-", "--format", "json",
+                             stdin="ModuleNotFoundError: No module named 'thop'\n").stdout)["matches"][0]["fix"]
+    assert [c.split(" -m pip install ")[1] for c in fix["commands"]] == ["thop"], fix
+    assert any("the interpreter preflight runs in" in step for step in fix["steps"]), fix
+
+
+def test_every_pin_in_the_packages_fix_says_why(tmp_path):
+    env = FakeEnvironment(tmp_path / "venv")
+    env.add_yolov9_packages(skip=("numpy", "setuptools", "Pillow"))
+    env.add_torch()
+    env.add_package("setuptools", "84.2.1", "setuptools")
+    result = _results("--python", env.python, "--nvml-fixture", H200, "--select", "python.packages")["python.packages"]
+    assert "setuptools 84.2.1" not in result["message"] or "pkg_resources" in result["message"]
+    assert "pkg_resources 84.2.1" not in result["message"]
+    steps = " ".join(result["fix"]["steps"])
+    for pin, why in (("numpy<2.4", "np.trapz"), ("setuptools<82", "pkg_resources"), ("Pillow<10", "getsize")):
+        assert "%s: " % pin in steps and why in steps.split("%s: " % pin)[1].split(";")[0], (pin, steps)

@@ -82,7 +82,7 @@ def run(path: str, options: CheckOptions, warn: common.Warn = None):
             snapshot, facts_source = common.snapshot(options, probes, selection.required_packages(rules),
                                                      prepared.applied.early_facts)
     label = "this machine" if not options.facts_file else "the snapshot %s" % options.facts_file
-    completion = diagnosis.complete(found, ruleset, snapshot, prepared.resolve, result, mode, label)
+    completion = diagnosis.complete(found, ruleset, snapshot, prepared.resolve, result, mode, label, options.python)
     return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source, completion.notes,
                                completion.facts)
 

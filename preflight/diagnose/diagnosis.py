@@ -248,17 +248,44 @@ def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, s
         if driver_cuda:
             values.update(driver_cuda=driver_cuda, run_driver_cuda=driver_cuda)
     values.update(_oom_values(ruleset, run))
-    module = groups.get("missing")
-    if module:
-        pip = _pip_name(module.split(".")[0], ruleset)
-        if pip:
-            values["missing_pip"] = pip
-        else:
-            values["pip_unknown"] = (
-                "preflight does not know which package provides the module '%s', so it prints no pip command: find "
-                "the package in the project's requirements.txt or documentation (a package named like a module can "
-                "be someone else's)" % module.split(".")[0])
     return values
+
+
+# What a related check says of this machine's other packages: a fix for one missing module does not speak of them.
+_OTHER_PACKAGES = ("optional", "mismatched", "installed_by", "companion_pins", "companion_index_url",
+                   "companion_unpaired", "torch_not_running")
+
+
+def _from_the_line(groups: Dict[str, str], ruleset: RuleSet) -> Dict[str, str]:
+    """What the failing line itself asks for, which no check of this machine may widen: the module that was
+    missing, as pip installs it ({missing_pip}), or why no pip command is printed ({pip_unknown})."""
+    module = groups.get("missing")
+    if not module:
+        return {}
+    pip = _pip_name(module.split(".")[0], ruleset)
+    if pip:
+        return {"missing_pip": pip}
+    return {"pip_unknown": (
+        "preflight does not know which package provides the module '%s', so it prints no pip command: find the "
+        "package in the project's requirements.txt or documentation (a package named like a module can be someone "
+        "else's)" % module.split(".")[0])}
+
+
+def run_interpreter(run: Dict[str, str]) -> Optional[str]:
+    """The interpreter the log's run used, from the site-packages folder its traceback shows
+    (.../envs/yolo/lib/python3.10/site-packages -> .../envs/yolo/bin/python; on Windows ...\\Lib\\site-packages ->
+    ...\\python.exe); None when the log shows none."""
+    folder = run.get(RUN_PREFIX + "site_packages") or ""
+    windows = "\\" in folder and "/" not in folder
+    parts = folder.replace("\\", "/").rstrip("/").split("/")
+    if len(parts) < 3 or parts[-1] not in ("site-packages", "dist-packages"):
+        return None
+    if windows and parts[-2].lower() == "lib":
+        return "\\".join(parts[:-2] + ["python.exe"])
+    if not windows and len(parts) >= 4 and parts[-3] == "lib" and parts[-2].startswith("python"):
+        prefix = "/".join(parts[:-3])
+        return (prefix or "") + "/bin/python" if not prefix.startswith("/usr") else None
+    return None
 
 
 def _with_machine(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, str]:
@@ -363,7 +390,8 @@ class Completion(NamedTuple):
 
 
 def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str, Any]], resolve=None,
-             scan: Optional[ScanResult] = None, mode: str = "auto", label: str = "this machine") -> Completion:
+             scan: Optional[ScanResult] = None, mode: str = "auto", label: str = "this machine",
+             job_python: Optional[str] = None) -> Completion:
     """Fill in each finding's context, fix and related check results.
     ``resolve`` gives a related rule as the run resolves it (its profile and settings); by default, as written
     for the train profile. ``mode``: whose facts (preflight.diagnose.whose_facts).
@@ -391,6 +419,11 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
             finding.checks = []
     run = _with_machine(run, facts)
     markers = platform.conditions(clues, facts)
+    # Whose interpreter a pip command installs into: the log's run's, --python's, else it is a guess (this one's).
+    interpreter = run_interpreter(run)
+    where = {"python_executable": interpreter} if interpreter else {}
+    if not interpreter and not job_python:
+        markers = dict(markers, when_interpreter_guessed="")
     run_plain = {plain: run[RUN_PREFIX + name] for name, plain in _RUN_AS_FACTS.items() if RUN_PREFIX + name in run}
     for finding in found:
         failure = finding.failure
@@ -415,11 +448,16 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
         base.update(run)
         from_log = dict(groups)
         from_log.update((RUN_PREFIX + name, value) for name, value in groups.items())
+        from_log.update(_from_the_line(groups, ruleset))
+        from_log.update(where)
         merged_sets = []
         for values in value_sets:
             merged = dict(base)
             for layer in (values, from_checks, failure.values, from_log, markers):
                 merged.update(layer)
+            if "missing" in groups:
+                for name in _OTHER_PACKAGES:
+                    merged.pop(name, None)
             merged_sets.append(merged)
         context: List[str] = []
         for values in merged_sets:

@@ -208,11 +208,15 @@ class Family(NamedTuple):
         values = {name: _text(value) for name, value in row.items() if name != "when"}
         label = values.get(self.label) or groups.get(self.label) or "?"
         values.update(family_key=label)
+        fix = self.fix
+        if isinstance(row.get("step"), list):  # alternatives, as a fix's line: the first whose values are known
+            values.pop("step")
+            fix = fix._replace(steps=[tuple(row["step"]) if line == "{step}" else line for line in fix.steps])
         known = dict(self.defaults, **dict(groups, **values))
         title = template.render(self.title, known)
         cause = template.render(self.cause, known)
         return Failure(self.id, title, self.priorities.get(str(row.get("kind")), self.priority), self.patterns, cause,
-                       self.fix, self.rules, self.facts, self.context, self.supersedes, values, dict(self.defaults),
+                       fix, self.rules, self.facts, self.context, self.supersedes, values, dict(self.defaults),
                        [], self.source,
                        self.origin, [], family=self, key=label,
                        undetermined=[line for line in template.render_known(

@@ -409,6 +409,7 @@ class PackageSpec(NamedTuple):
     specifier: Any = None
     installed_by: str = ""  # a rule whose fix installs this package when it fails (torch and torchvision: torch.cuda)
     why_optional: str = ""  # what a recommended package adds, told when it is missing ("only adds the GFLOPs figure")
+    why_pinned: str = ""  # what breaks without the version its pip requirement pins ("np.trapz is gone in 2.4")
 
     def probe_request(self) -> Dict[str, Any]:
         return {"name": self.name, "import": self.import_name, "dists": self.dists}
@@ -429,7 +430,7 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
     dists = list(info.get("dists") or [name])
     pip = info.get("pip") or name + (spec_text or "")
     return PackageSpec(name, import_name, dists, pip, specifier, info.get("installed_by") or "",
-                       info.get("why_optional") or "")
+                       info.get("why_optional") or "", info.get("why_pinned") or "")
 
 
 def _installed_elsewhere(specs: List[PackageSpec]) -> Optional[str]:
@@ -442,7 +443,7 @@ def _installed_elsewhere(specs: List[PackageSpec]) -> Optional[str]:
                      for rule, names in by_rule.items()) or None
 
 
-_PACKAGE_KEYS = {"import", "dists", "pip", "installed_by", "why_optional"}
+_PACKAGE_KEYS = {"import", "dists", "pip", "installed_by", "why_optional", "why_pinned"}
 
 
 def _package_table(raw: Any) -> Dict[str, Dict[str, Any]]:
@@ -461,6 +462,8 @@ def _package_table(raw: Any) -> Dict[str, Dict[str, Any]]:
             raise ValueError("packages.%s.installed_by must be a rule id" % name)
         if not isinstance(info.get("why_optional", ""), str):
             raise ValueError("packages.%s.why_optional must be text (what the package adds)" % name)
+        if not isinstance(info.get("why_pinned", ""), str):
+            raise ValueError("packages.%s.why_pinned must be text (what breaks without the pinned version)" % name)
     return raw
 
 
@@ -477,7 +480,7 @@ class PresentComparison(Comparison):
     # version to change, never "missing"); missing_pip: what pip installs for both, where preflight's own
     # fixes do not (installed_by); installed_by: those others, with the rule whose fix installs them.
     details = ("missing", "mismatched", "missing_pip", "installed_by", "missing_required", "missing_recommended",
-               "optional")
+               "optional", "pins_why")
 
     def check(self, params, enum_values):
         if not params.get("required") and not params.get("recommended"):
@@ -499,8 +502,8 @@ class PresentComparison(Comparison):
         """None when ``spec`` is met; else ("absent" or "mismatched", what is wrong in words)."""
         if not found or not found.get("importable"):
             if found and found.get("version"):
-                return "absent", "%s %s is installed but cannot be imported (no module %r)" % (
-                    spec.name, found["version"], spec.import_name)
+                return "absent", "%s %s is installed but module %r cannot be imported" % (
+                    found.get("dist") or spec.name, found["version"], spec.import_name)
             return "absent", "%s is missing" % spec.name
         version = found.get("version")
         if spec.specifier is not None and version is not None:
@@ -538,6 +541,8 @@ class PresentComparison(Comparison):
             "missing_recommended": ", ".join(s.name for s, _ in told) or "none",
             "optional": "; ".join("%s (%s)" % (s.name, s.why_optional) if s.why_optional else s.name
                                   for s, _ in told) or None,
+            "pins_why": "; ".join("%s: %s" % (s.pip, s.why_pinned) for s, _ in missing
+                                  if s.why_pinned and not s.installed_by) or None,
         }
         if not missing:
             return Verdict(PASS, "all %d present" % (len(required) + len(recommended)), details)

@@ -75,6 +75,7 @@ FIX_CONDITIONS = {
     "when_ubuntu": "the run is on Linux and not known to be RHEL-family or Debian (ubuntu-drivers works)",
     "when_debian": "the run was on Debian (apt works, ubuntu-drivers does not)",
     "when_wsl": "the run was under WSL2",
+    "when_not_wsl": "the run is not known to be under WSL2 (there, the Windows driver serves Linux: no NVIDIA kernel modules to load, no /dev/nvidia* device nodes)",
     "when_own_driver": "the user can change the driver: not a hosted notebook, not WSL2 (the Windows driver serves it)",
     "when_managed": "the run was in a hosted notebook (Colab, Kaggle): the driver is the platform's",
     "when_yolov9": "the log is YOLOv9's (its scripts, banner or paths)",
@@ -83,6 +84,7 @@ FIX_CONDITIONS = {
     "when_libraries_older": "the log shows user-space NVIDIA libraries older than the loaded kernel module",
     "when_gpu": "the machine has an NVIDIA GPU (this machine's facts, or the log's nvidia-smi)",
     "when_no_gpu": "the machine is known to have no NVIDIA GPU",
+    "when_interpreter_guessed": "diagnose names no interpreter of the job's own: neither the log's traceback nor --python shows it",
 }
 
 

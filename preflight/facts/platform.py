@@ -39,6 +39,7 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, 
         "when_ubuntu": os_name not in ("windows", "macos") and distro not in ("rhel", "debian"),
         "when_debian": distro == "debian",
         "when_wsl": wsl,
+        "when_not_wsl": not wsl,
         "when_own_driver": not managed and not wsl and os_name != "macos",
         "when_managed": bool(managed),
         # A log with no sign of which code ran keeps YOLOv9's examples (the code preflight sizes); one that shows
