@@ -334,7 +334,7 @@ def test_driver_mismatch_names_both_versions_and_the_wheel(fake_env):
     steps = match["fix"]["steps"]
     assert ("Upgrade the driver to 580.65.06 or newer (the minimum for CUDA 13.0); the 580 branch runs every current "
             "torch.") in steps
-    assert any("which this driver runs" in step for step in steps), steps
+    assert any("which the driver runs" in step for step in steps), steps
     assert match["fix"]["commands"][-1].endswith(
         "-m pip install --force-reinstall %s --index-url %s" % (wanted.pins, wanted.index_url))
 

@@ -161,3 +161,19 @@ def test_every_pin_in_the_packages_fix_says_why(tmp_path):
     steps = " ".join(result["fix"]["steps"])
     for pin, why in (("numpy<2.4", "np.trapz"), ("setuptools<82", "pkg_resources"), ("Pillow<10", "getsize")):
         assert "%s: " % pin in steps and why in steps.split("%s: " % pin)[1].split(";")[0], (pin, steps)
+
+
+# --- one machine per finding ---------------------------------------------------------------------------------
+
+def test_a_logs_gpu_or_driver_that_is_not_this_machines_keeps_this_machine_out_of_the_finding(tmp_path):
+    log = ("UserWarning: NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current "
+           "PyTorch installation.\nRuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    report = json.loads(run_cli("diagnose", "-", "--format", "json", "--nvml-fixture",
+                                nvml_fixture("8x-h100-hgx.json"), stdin=log).stdout)
+    assert report["facts"]["whose"] == "log" and "the log's GPU is NVIDIA GeForce RTX 5090" in " ".join(report["notes"])
+    assert "H100" not in json.dumps(report["matches"])
+    log = "RuntimeError: The NVIDIA driver on your system is too old (found version 12020).\n"
+    report = json.loads(run_cli("diagnose", "-", "--format", "json", "--nvml-fixture", H200, stdin=log).stdout)
+    assert report["facts"]["whose"] == "log" and "the log's driver runs CUDA 12.2, this machine's CUDA 13.0" in \
+        " ".join(report["notes"])
+    assert "580.159" not in json.dumps(report["matches"])

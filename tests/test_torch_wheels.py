@@ -74,7 +74,7 @@ def test_pins_pair_torchvision_and_notes_say_what_limits_the_choice():
     assert any("minor-version compatibility" in note for note in old_driver.notes)
     blackwell = torch_wheels.choose("550.54.15", "12.4", ["12.0"], "3.12")  # cu128 under minor-version compat
     assert (blackwell.variant.tag, blackwell.torch_text) == ("cu128", "2.11")
-    assert "this driver limits torch to 2.11; driver 580 or newer runs torch 2.14" in blackwell.notes
+    assert "the driver (CUDA 12.4) limits torch to 2.11; driver 580 or newer runs torch 2.14" in blackwell.notes
     assert not any("last with kernels" in note for note in blackwell.notes)  # newer torch has them; the driver limits
     pascal = torch_wheels.choose("580.159.04", "13.0", ["6.1"], "3.12")
     assert pascal.torch_text == "2.14" and pascal.variant.tag == "cu126"

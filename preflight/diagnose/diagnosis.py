@@ -408,6 +408,10 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
             return ruleset.rules[rule_id].resolve("train")
     facts = SnapshotView(snapshot) if snapshot is not None else None
     clues = dict(scan.values) if scan is not None else {}
+    for finding in found:  # a failing line that says which CUDA the run's driver supports speaks for that run
+        code = finding.hit.groups.get("driver_cuda_code")
+        if code and code.isdigit():
+            clues.setdefault("driver_cuda", nvidia.cuda_from_nvml(int(code)))
     decision = whose_facts.decide(mode, clues, facts, label)
     run = run_values(scan, ruleset) if scan is not None else {}
     notes = _notes(run)

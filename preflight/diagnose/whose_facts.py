@@ -76,9 +76,14 @@ def contradictions(run: Dict[str, str], facts: SnapshotView) -> List[str]:
     prefixes = [p for p in (python.get("prefix"), python.get("base_prefix")) if p]
     if site and prefixes and not any(_under(site, prefix) for prefix in prefixes):
         found.append("the log's packages are in %s" % site)
-    driver = (snapshot.get("nvml") or {}).get("driver_version")
+    nvml = snapshot.get("nvml") or {}
+    driver = nvml.get("driver_version")
     if run.get("driver_version") and driver and run["driver_version"] != driver:
         found.append("the log's driver is %s, this machine's %s" % (run["driver_version"], driver))
+    elif run.get("driver_cuda") and nvml.get("cuda_driver_version") and \
+            _minor(run["driver_cuda"]) != _minor(nvml["cuda_driver_version"]):
+        found.append("the log's driver runs CUDA %s, this machine's CUDA %s" % (run["driver_cuda"],
+                                                                             nvml["cuda_driver_version"]))
     name = run.get("gpu_name")
     if name:
         try:

@@ -194,7 +194,7 @@ def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Seque
            python: Optional[str] = None, platform: Optional[str] = None, driver_known: bool = True) -> "Choice | NoChoice":
     """The newest torch that runs here and can be pinned with its torchvision. Unknown driver: a current branch
     (R580) is assumed. ``platform``: where the job runs (linux_x86_64 when unknown). ``driver_known``: False when
-    the driver given stands in for one nobody knows, so no note speaks of "this driver"."""
+    the driver given stands in for one nobody knows, so no note speaks of the driver's limits."""
     data = catalog()
     if platform not in (None, PLATFORM):
         return NoChoice("preflight's wheel data covers Linux x86_64, and this job runs on %s" % platform,
@@ -212,10 +212,11 @@ def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Seque
     variant, torch, runs = found
     notes = []
     if runs == "minor_version_compat" and driver_known:
-        notes.append("cu%d%d runs on this driver (CUDA %d.%d) only under minor-version compatibility, with a reduced "
+        notes.append("cu%d%d runs on the driver (CUDA %d.%d) only under minor-version compatibility, with a reduced "
                      "feature set" % (variant.cuda + have))
     if newer_driver and newer_driver[1] > torch and driver_known:
-        notes.append("this driver limits torch to %d.%d; driver 580 or newer runs torch %d.%d" % (torch + newer_driver[1]))
+        notes.append("the driver (CUDA %d.%d) limits torch to %d.%d; driver 580 or newer runs torch %d.%d"
+                     % (have + torch + newer_driver[1]))
     if any_python and any_python[1] > torch:
         newest = data.releases[any_python[1]].pythons
         notes.append("torch %d.%d is the newest for Python %d.%d; torch %d.%d needs Python %s"
