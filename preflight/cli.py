@@ -116,7 +116,7 @@ CONFIG = click.option(
 
 
 def check_group(default_profile: str = "train", expect_gpus: Optional[str] = None,
-                with_facts: bool = True) -> List[Callable]:
+                with_facts: bool = True, with_requirements: bool = True) -> List[Callable]:
     """The options that say what to check; slurm's --profile defaults to node (admission), the others' to train."""
     from preflight.config.settings import SETTINGS
 
@@ -136,6 +136,11 @@ def check_group(default_profile: str = "train", expect_gpus: Optional[str] = Non
         setting("set"),
         CONFIG,
     ]
+    if with_requirements:
+        group.insert(-1, click.option(
+            "--requirements", metavar="FILE", shell_complete=_complete_files,
+            help="Also check the job's interpreter against the project's requirements file (requirements.txt, PEP "
+                 "508 lines, -r includes): an unmet one fails, with one pip line for that interpreter."))
     if with_facts:
         group.insert(-1, click.option(
             "--facts", "facts_file", metavar="FILE", multiple=True, callback=_one_facts_file, shell_complete=_complete_files,
@@ -144,7 +149,7 @@ def check_group(default_profile: str = "train", expect_gpus: Optional[str] = Non
 
 
 CHECK = check_group()
-CHECK_WITHOUT_FACTS = check_group(with_facts=False)  # fleet and serve judge many snapshots, or this machine
+CHECK_WITHOUT_FACTS = check_group(with_facts=False, with_requirements=False)  # fleet and serve: many snapshots, or a node
 
 MAX_OBJECTS_HELP = ("Training on dense data: the most labelled objects in one image (the loss pads every image of "
                     "a batch to its most). Without it the estimate assumes a typical count (8, as measured).")
@@ -293,7 +298,8 @@ def check_options(*groups) -> Callable:
                 kernel_log=values.get("kernel_log"), timeout=values.get("timeout", "10"), use_cache=not values.get("no_cache", False),
                 strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"),
                 config=values.get("config"), given=given, command=context.info_name or "check",
-                facts_from=values.get("facts_from", "auto"), fit_labels=values.get("fit_labels", ()), smoke=smoke)
+                facts_from=values.get("facts_from", "auto"), fit_labels=values.get("fit_labels", ()), smoke=smoke,
+                requirements=values.get("requirements"))
             return function(**kwargs)
         for declaration in reversed(declarations):
             command = declaration(command)

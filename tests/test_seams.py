@@ -177,3 +177,36 @@ def test_a_logs_gpu_or_driver_that_is_not_this_machines_keeps_this_machine_out_o
     assert report["facts"]["whose"] == "log" and "the log's driver runs CUDA 12.2, this machine's CUDA 13.0" in \
         " ".join(report["notes"])
     assert "580.159" not in json.dumps(report["matches"])
+
+
+# --- check --requirements FILE ----------------------------------------------------------------------------------
+
+def test_the_jobs_interpreter_is_checked_against_the_projects_requirements_file(tmp_path):
+    env = FakeEnvironment(tmp_path / "venv")
+    env.add_torch(version="2.11.0+cu130", cuda="13.0")
+    env.add_package("numpy", "1.17.0")
+    env.add_package("opencv-python", "4.10.0.84", "cv2")
+    (tmp_path / "extra.txt").write_text("scipy>=1.4.1\n")
+    (tmp_path / "requirements.txt").write_text(
+        "# the project's own\nnumpy>=1.18.5  # np.x\nopencv-python>=4.1.1\ntorch>=1.7.0,!=1.12.0\ntorchvision>=0.8.1\n"
+        "pywin32>=300; sys_platform == 'win32'\n-r extra.txt\n--index-url https://example.org/simple\n")
+    found = _results("--python", env.python, "--nvml-fixture", H200, "--requirements",
+                     str(tmp_path / "requirements.txt"), "--select", "python.requirements")["python.requirements"]
+    assert found["status"] == "fail"
+    assert "numpy 1.17.0 does not satisfy >=1.18.5" in found["message"] and "scipy is missing" in found["message"]
+    assert "opencv" not in found["message"] and "pywin32" not in found["message"]  # found by its distribution;
+    assert "not checked: --index-url https://example.org/simple" in found["message"]  # not on Linux
+    commands = found["fix"]["commands"]
+    assert commands[0] == "%s -m pip install 'numpy>=1.18.5' 'scipy>=1.4.1'" % env.python, commands
+    # torchvision is never a plain install beside a CUDA torch: the one built for it, from its index.
+    assert commands[1].endswith("'torch==2.11.*' 'torchvision==0.26.*' --index-url https://download.pytorch.org/whl/cu130")
+
+
+def test_a_bad_requirements_file_is_exit_2_with_its_line(tmp_path):
+    (tmp_path / "requirements.txt").write_text("numpy>=1.18\nnot a requirement ==\n")
+    completed = run_cli("check", "--requirements", str(tmp_path / "requirements.txt"), "--nvml-fixture", H200)
+    assert completed.returncode == 2 and "requirements.txt:2: 'not a requirement ==' is not a requirement" in \
+        completed.stderr and "Traceback" not in completed.stderr
+    (tmp_path / "loop.txt").write_text("-r loop.txt\n")
+    completed = run_cli("check", "--requirements", str(tmp_path / "loop.txt"), "--nvml-fixture", H200)
+    assert completed.returncode == 2 and "in a circle" in completed.stderr

@@ -94,6 +94,7 @@ class _Check(NamedTuple):
     facts_from: str
     fit_labels: Tuple[str, ...]
     smoke: Optional["SmokeOptions"]
+    requirements: Optional[str]  # a project's requirements file the job's interpreter must meet (--requirements)
 
 
 class CheckOptions(_Check):
@@ -115,7 +116,8 @@ class CheckOptions(_Check):
                 workload: Optional[WorkloadOptions] = None, expect_gpus: Optional[str] = None,
                 config: Optional[str] = None, given: Iterable[str] = (),
                 kernel_log: Optional[str] = None, command: str = "check", facts_from: str = "auto",
-                fit_labels: Sequence[str] = (), smoke: Optional["SmokeOptions"] = None) -> "CheckOptions":
+                fit_labels: Sequence[str] = (), smoke: Optional["SmokeOptions"] = None,
+                requirements: Optional[str] = None) -> "CheckOptions":
         # Each setting parsed and checked by its one declaration (preflight.config.settings), whoever builds the options.
         profile = SETTINGS["profile"].read(profile)
         timeout = SETTINGS["timeout"].read(timeout)
@@ -131,7 +133,7 @@ class CheckOptions(_Check):
         return super().__new__(cls, profile, tuple(rules_paths or ()), select, ignore,
                                tuple(settings or ()), facts_file, python, nvml_fixture, timeout, use_cache, strict,
                                workload, expect_gpus, config, frozenset(given),
-                               kernel_log, command, facts_from, fit_labels, smoke)
+                               kernel_log, command, facts_from, fit_labels, smoke, requirements)
 
     def replace(self, **changes) -> "CheckOptions":
         """A copy with some fields changed, checked like a new one (_replace would skip the checks)."""

@@ -84,6 +84,11 @@ def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: 
     ruleset = common.load_rules(options.rules_paths, warn, failures="failures" in kinds, capacity=capacity,
                                 smoke=options.smoke is not None)
     site.validate(applied, ruleset)
+    if options.requirements:  # one more rule: the project's requirements file
+        from preflight.engine import loader, requirements
+
+        rule = loader.build_rule(requirements.rule_entry(options.requirements), options.requirements, ruleset)
+        ruleset.rules[rule.id] = rule
     from preflight.engine import selection
 
     settings = selection.parse_settings(ruleset, options.settings, options.profile)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 from packaging.version import InvalidVersion, Version
 
 from preflight import units
+from preflight.facts.readers import ENVIRONMENT
 from preflight.knowledge import package_index
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
@@ -410,9 +411,24 @@ class PackageSpec(NamedTuple):
     installed_by: str = ""  # a rule whose fix installs this package when it fails (torch and torchvision: torch.cuda)
     why_optional: str = ""  # what a recommended package adds, told when it is missing ("only adds the GFLOPs figure")
     why_pinned: str = ""  # what breaks without the version its pip requirement pins ("np.trapz is gone in 2.4")
+    marker: str = ""  # a PEP 508 environment marker: checked only where it holds for the job's interpreter
 
     def probe_request(self) -> Dict[str, Any]:
-        return {"name": self.name, "import": self.import_name, "dists": self.dists}
+        """What the Python probe looks up; an empty import name: found by its distribution alone (a requirements
+        file names distributions, whose modules may be called anything)."""
+        return {"name": self.name, "import": self.import_name or None, "dists": self.dists}
+
+    def applies(self, environment: Optional[Mapping[str, str]]) -> bool:
+        """Whether the marker holds for the job's interpreter (``environment``: PEP 508's names, as far as the facts
+        say; a marker that cannot be evaluated applies, so nothing is skipped by mistake)."""
+        if not self.marker:
+            return True
+        from packaging.markers import Marker
+
+        try:
+            return Marker(self.marker).evaluate(dict(environment or {}))
+        except Exception:
+            return True
 
 
 def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> PackageSpec:
@@ -423,14 +439,18 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
     if not spec_text:
         specifier = None
     info = known.get(name, {})
-    import_name = info.get("import") or name.lower().replace("-", "_")
-    if not isinstance(import_name, str) or not _module_name(import_name):
+    import_name = info.get("import")
+    if import_name is None:
+        import_name = name.lower().replace("-", "_")
+    if import_name is False:
+        import_name = ""  # found by its distribution alone
+    elif not isinstance(import_name, str) or not _module_name(import_name):
         raise ValueError("%r: the module to look for, %r, is not a Python module name (a.b.c); set packages.%s.import"
                          % (text, import_name, name))
     dists = list(info.get("dists") or [name])
     pip = info.get("pip") or name + (spec_text or "")
     return PackageSpec(name, import_name, dists, pip, specifier, info.get("installed_by") or "",
-                       info.get("why_optional") or "", info.get("why_pinned") or "")
+                       info.get("why_optional") or "", info.get("why_pinned") or "", info.get("marker") or "")
 
 
 def _installed_elsewhere(specs: List[PackageSpec]) -> Optional[str]:
@@ -443,7 +463,7 @@ def _installed_elsewhere(specs: List[PackageSpec]) -> Optional[str]:
                      for rule, names in by_rule.items()) or None
 
 
-_PACKAGE_KEYS = {"import", "dists", "pip", "installed_by", "why_optional", "why_pinned"}
+_PACKAGE_KEYS = {"import", "dists", "pip", "installed_by", "why_optional", "why_pinned", "marker"}
 
 
 def _package_table(raw: Any) -> Dict[str, Dict[str, Any]]:
@@ -464,6 +484,13 @@ def _package_table(raw: Any) -> Dict[str, Dict[str, Any]]:
             raise ValueError("packages.%s.why_optional must be text (what the package adds)" % name)
         if not isinstance(info.get("why_pinned", ""), str):
             raise ValueError("packages.%s.why_pinned must be text (what breaks without the pinned version)" % name)
+        if info.get("marker"):
+            from packaging.markers import InvalidMarker, Marker
+
+            try:
+                Marker(str(info["marker"]))
+            except InvalidMarker as exc:
+                raise ValueError("packages.%s.marker is not a PEP 508 marker: %s" % (name, exc))
     return raw
 
 
@@ -500,6 +527,8 @@ class PresentComparison(Comparison):
 
     def _problem(self, spec: PackageSpec, found: Optional[Mapping[str, Any]]) -> Optional[Tuple[str, str]]:
         """None when ``spec`` is met; else ("absent" or "mismatched", what is wrong in words)."""
+        if found and not spec.import_name:  # by its distribution alone: installed is enough
+            found = dict(found, importable=found.get("version") is not None)
         if not found or not found.get("importable"):
             if found and found.get("version"):
                 return "absent", "%s %s is installed but module %r cannot be imported" % (
@@ -516,7 +545,9 @@ class PresentComparison(Comparison):
 
     def evaluate(self, value, params, labels):
         value = value or {}
-        required, recommended = params["required_specs"], params["recommended_specs"]
+        environment = value.get(ENVIRONMENT)
+        required = [s for s in params["required_specs"] if s.applies(environment)]
+        recommended = [s for s in params["recommended_specs"] if s.applies(environment)]
         unprobed = [s.name for s in required + recommended if s.name not in value]
         if unprobed:
             return Verdict(ERROR, "not probed", {"problem": "the facts do not cover %s (saved before this rule listed them?)"

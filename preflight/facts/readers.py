@@ -416,8 +416,37 @@ def _companion_install(facts: SnapshotView, torch: Dict[str, Any], names: List[s
     return details
 
 
+# The packages fact's entry for the job's interpreter as PEP 508 markers see it (python_version, sys_platform, ...).
+ENVIRONMENT = "$environment"
+
+
+def _marker_environment(facts: SnapshotView) -> Dict[str, str]:
+    """The job's interpreter as PEP 508 markers name it, as far as the facts say."""
+    python = facts.section("python")
+    environment: Dict[str, str] = {}
+    version = str(python.get("version") or "")
+    if version.count(".") >= 1:
+        environment.update(python_version=".".join(version.split(".")[:2]), python_full_version=version)
+    if python.get("implementation"):
+        environment["implementation_name"] = str(python["implementation"])
+    try:
+        system = str((facts.section("host").get("os") or {}).get("system") or "")
+        machine = str((facts.section("host").get("os") or {}).get("machine") or "")
+    except Unknown:
+        system = machine = ""
+    platforms = {"linux": ("linux", "posix", "Linux"), "windows": ("win32", "nt", "Windows"),
+                 "darwin": ("darwin", "posix", "Darwin")}
+    if system.lower() in platforms:
+        sys_platform, os_name, platform_system = platforms[system.lower()]
+        environment.update(sys_platform=sys_platform, os_name=os_name, platform_system=platform_system)
+    if machine:
+        environment["platform_machine"] = machine
+    return environment
+
+
 def packages(facts: SnapshotView, gpu) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    found = facts.section("python").get("packages") or {}
+    found = dict(facts.section("python").get("packages") or {})
+    found[ENVIRONMENT] = _marker_environment(facts)
     details = python_details(facts)
     details.update(dict.fromkeys(COMPANION_DETAILS))
     torchvision, torch = found.get("torchvision"), facts.torch()

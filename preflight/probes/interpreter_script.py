@@ -89,8 +89,8 @@ def _packages(specs):
 
 
 def _package(spec, index=None):
-    import_name = spec.get("import") or spec["name"]
-    importable = _importable(import_name)
+    import_name = spec.get("import")
+    importable = _importable(import_name) if import_name else None  # None: a distribution, found by its metadata
     index = _installed_versions() if index is None else index
     dists = spec.get("dists") or [spec["name"]]
     version, dist = None, None
@@ -99,7 +99,7 @@ def _package(spec, index=None):
         if version is not None:
             dist = candidate
             break
-    if version is None and importable:
+    if version is None and importable is not False:
         for candidate in dists:
             version = _metadata_version(candidate)
             if version is not None:
