@@ -71,7 +71,7 @@ def problems(command: str, python: Optional[str]) -> List[str]:
 def _pytorch_index_problems(tag: str, requirements: List[str], python: Optional[str]) -> List[str]:
     pins = {}
     for requirement in requirements:
-        match = re.match(r"^(torch|torchvision)==(\d+)\.(\d+)(?:\.\*)?$", requirement)
+        match = re.match(r"^(torch|torchvision|torchaudio)==(\d+)\.(\d+)(?:\.\*)?$", requirement)
         if not match:
             return ["%s from the %s index: not a pin this check can judge" % (requirement, tag)]
         pins[match.group(1)] = (int(match.group(2)), int(match.group(3)))
@@ -90,6 +90,10 @@ def _pytorch_index_problems(tag: str, requirements: List[str], python: Optional[
                                                                                       (paired,)))
     elif "torchvision" in pins and not package_index.releases("torchvision").get("%s.0" % paired):
         found.append("torchvision %s was never released" % paired)
+    for companion in ("torchvision", "torchaudio"):  # their Pythons are their own, not torch's
+        if companion in pins and torch_wheels.companion_release(companion, torch, py) != "%d.%d" % pins[companion]:
+            found.append("%s %d.%d is not built for torch %d.%d with a wheel for Python %s"
+                         % ((companion,) + pins[companion] + torch + (python,)))
     return found
 
 

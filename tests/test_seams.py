@@ -210,3 +210,18 @@ def test_a_bad_requirements_file_is_exit_2_with_its_line(tmp_path):
     (tmp_path / "loop.txt").write_text("-r loop.txt\n")
     completed = run_cli("check", "--requirements", str(tmp_path / "loop.txt"), "--nvml-fixture", H200)
     assert completed.returncode == 2 and "in a circle" in completed.stderr
+
+
+def test_a_pair_is_printed_only_where_its_companion_has_a_wheel_for_the_python():
+    from test_rule_examples import REFERENCE
+    import copy as _copy
+
+    facts = _copy.deepcopy(REFERENCE)
+    facts["python"]["version"] = "3.13.1"
+    facts["python"]["torch"].update(version="2.5.1+cu121", cuda="12.1")
+    facts["python"]["packages"]["torchvision"].update(importable=False, version=None)
+    result = json.loads(run_cli("check", "--facts", "-", "--format", "json", "--select", "python.packages",
+                                stdin=json.dumps(facts)).stdout)["results"][0]
+    assert not any("torchvision==0.20" in command for command in result["fix"]["commands"]), result["fix"]
+    assert any("torchvision 0.20, built for torch 2.5, has wheels for Python 3.9 to 3.12 only" in step
+               for step in result["fix"]["steps"]), result["fix"]["steps"]

@@ -346,8 +346,16 @@ def companions_for(torch_version: Optional[str], torch_cuda: Optional[str], name
                 pins.append("'%s==%s.*'" % (name, release))
     if pins and not missing:
         return {"companion_pins": " ".join(pins), "companion_index_url": INDEX + tag, "companion_unpaired": None}
+    elsewhere = []  # the release built for this torch, on Pythons other than this one
+    for name in missing:
+        release = companion_release(name, torch, None) if torch else None
+        if release is not None:
+            elsewhere.append("%s %s, built for torch %d.%d, has wheels for %s only" % (
+                (name, release) + torch + (package_index.span(package_index.pythons_for("%s==%s.*" % (name, release))),)))
     return {"companion_pins": None, "companion_index_url": None,
-            "companion_unpaired": "preflight's wheel data holds no %s for torch %s (CUDA %s) with a wheel for %s: "
+            "companion_unpaired": "; ".join(elsewhere) + ": use one of those Pythons, or a newer torch with its "
+                                  "pair" if elsewhere else
+                                  "preflight's wheel data holds no %s for torch %s (CUDA %s) with a wheel for %s: "
                                   "install the release PyTorch pairs with it "
                                   "(https://pytorch.org/get-started/previous-versions/)"
                                   % (" and ".join(missing or names), torch_version or "?", torch_cuda or "?",
