@@ -4,7 +4,6 @@ and operating system, and one machine per finding."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
