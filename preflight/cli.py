@@ -707,7 +707,8 @@ def _build_slurm() -> click.Command:
                   help="slurm.conf for scontrol [default: SLURM_CONF, else /etc/slurm/slurm.conf, /etc/slurm-llnl/slurm.conf, "
                        "/usr/local/etc/slurm.conf or /opt/slurm/etc/slurm.conf, else scontrol's own].")
     @click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
-    @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it.")
+    @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it; with "
+                  "--prolog, judge the job as the prolog would, say the exit it would give, and exit 0.")
     @declare(KEEP)
     @check_options(PROBE)
     def slurm(options, prolog, node, scontrol, slurm_conf, scontrol_timeout, dry_run, report_dir, syslog) -> int:
@@ -738,13 +739,16 @@ def _build_slurm() -> click.Command:
         require_job_interpreter(options.profile, options.python)  # before asking scontrol anything
         kept = _kept(report_dir, syslog, required=False)
         if prolog:
-            given = [name for name, value in (("--node", node), ("--scontrol", scontrol), ("--slurm-conf", slurm_conf),
-                                              ("--dry-run", dry_run)) if value]
+            given = [name for name, value in (("--node", node), ("--scontrol", scontrol), ("--slurm-conf", slurm_conf))
+                     if value]
             if given:
-                raise click.UsageError("--prolog calls no Slurm command: %s do not apply" % ", ".join(given))
-            return command.prolog(options, _log, _warn, kept)
-        return command.main(options, node, scontrol, slurm_conf, _duration("--scontrol-timeout", scontrol_timeout),
-                            dry_run, _log, _warn, kept)
+                _warn("--prolog calls no Slurm command: %s ignored (options of the health program's line)"
+                      % ", ".join(given))
+            return command.prolog(options, _log, _warn, kept, dry_run)
+        timeout = _duration("--scontrol-timeout", scontrol_timeout)
+        if timeout <= 0:
+            raise click.BadParameter("must be more than 0, got %s" % scontrol_timeout, param_hint="--scontrol-timeout")
+        return command.main(options, node, scontrol, slurm_conf, timeout, dry_run, _log, _warn, kept)
     return slurm
 
 
@@ -872,9 +876,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     process = sys.modules.get("preflight.probes.process")
     if process is not None:
         process.reopen()  # an earlier run in this process closed it on its way out
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_prolog = _runs_as_prolog(argv, os.environ)
     try:
-        argv = with_environment_args(list(sys.argv[1:] if argv is None else argv), os.environ,
-                                     lambda name: _option_arity(command(name)))
+        argv = with_environment_args(argv, os.environ, lambda name: _option_arity(command(name)))
         code = cli.main(args=argv, prog_name="preflight", standalone_mode=False)
     except click.ClickException as exc:
         exc.show()
@@ -894,7 +899,21 @@ def main(argv: Optional[List[str]] = None) -> None:
         click.echo("preflight: internal error: %s: %s\n  This is a bug in preflight; rerun with PREFLIGHT_DEBUG=1 "
                    "for the traceback and report it." % (type(exc).__name__, exc), err=True)
         code = ExitCode.INTERNAL
-    _exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if as_prolog and code not in (ExitCode.OK, ExitCode.FAILED) and code < 128:
+        # Slurm drains the node on any other exit of a prolog ("Prolog error"), which nothing resumes: preflight's
+        # own trouble (bad usage, a bad environment variable, a bug) must never take a node out of service.
+        click.echo("preflight: prolog: preflight could not judge this job (exit %d, above); the job starts "
+                   "unchecked: a prolog fails a job only for a fault of its GPUs or of the node" % code, err=True)
+        code = ExitCode.OK
+    _exit(code)
+
+
+def _runs_as_prolog(argv: List[str], environ) -> bool:
+    """Whether this command line is ``preflight slurm --prolog`` (the flag on the line or in PREFLIGHT_ARGS)."""
+    words = [word for word in argv if not word.startswith("-")]
+    flags = list(argv) + (environ.get("PREFLIGHT_ARGS") or "").split()
+    return bool(words) and words[0] == "slurm" and "--prolog" in flags
 
 
 def _exit(code: int) -> None:

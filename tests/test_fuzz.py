@@ -157,3 +157,40 @@ def test_nan_never_reaches_machine_readable_output():
     code, out, err = run_main(["check", "--facts", _write(snapshot), "--format", "json"])
     assert code == 2 and "host.cpu.cgroup_quota: expected a finite number, found nan" in err \
         or "NaN is not a number JSON allows" in err, err
+
+
+# --- the prolog's own input never fails a job -------------------------------------------------------------------
+
+_GPU_LISTS = st.one_of(
+    st.text(alphabet="0123456789,-²٣ abcGPU-MIG", max_size=40),
+    st.builds(lambda a, b: "%d-%d" % (a, b), st.integers(0, 10 ** 13), st.integers(0, 10 ** 13)),
+    st.builds(lambda n: "9" * n, st.integers(1, 5000)),
+    st.sampled_from(["0-99999999", "0-999999999999", "²", "GPU-1b2c,MIG-3", "0,,1", "-", "0-", "-3", "1-0"]))
+_PROLOG_WORDS = st.lists(st.sampled_from([
+    "--node", "hux01", "--scontrol", "/bin/false", "--slurm-conf", "/nope", "--timeout", "nan", "--timeout", "-1",
+    "--set", '"x', "--select", "nope.rule", "--profile", "bogus", "--bogus", "--expect-gpus", "x", "--dry-run",
+    "--config", "/no/such/file", "--rules", "/no/such/rules.toml", "--", "extra"]), max_size=6)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_GPU_LISTS, _GPU_LISTS, _PROLOG_WORDS, st.sampled_from(["", "--timeout nan", '--set "x', "--select", "--node x"]))
+def test_the_prologs_own_input_never_fails_a_job(job_gpus, visible, words, environment_args):
+    """Slurm drains a node on any prolog exit but 0: whatever the prolog's command line, PREFLIGHT_ARGS or GPU
+    variables hold, it exits 0, or 1 only where the job was given a GPU the (healthy, replayed) node does not have."""
+    variables = {"SLURM_JOB_GPUS": job_gpus, "CUDA_VISIBLE_DEVICES": visible, "PREFLIGHT_ARGS": environment_args}
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        code, out, err = run_main(["slurm", "--prolog", "--nvml-fixture", nvml_fixture("h200-driver580.json")]
+                                  + list(words))
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    # Exit 1 only for the job's own GPU missing from the node (Slurm gave it a GPU NVML does not list): a node fault.
+    failed = [line for line in err.splitlines() if ": FAIL " in line]
+    assert code == 0 or (code == 1 and failed and all("not on this node" in line for line in failed)), (
+        job_gpus[:40], visible[:40], words, environment_args, code, err[-800:])
+    assert "Traceback" not in err

@@ -312,3 +312,37 @@ def test_absurd_numbers_in_variables_and_options_are_clear(tmp_path):
         completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, *args)
         assert completed.returncode == 2 and "internal error" not in completed.stderr, completed.stderr
         assert len(completed.stderr) < 600 and "characters)" in completed.stderr, completed.stderr
+
+
+# --- the prolog's own input never drains a node (third round) ---------------------------------------------------
+
+@pytest.mark.parametrize("variable", ["SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"])
+@pytest.mark.parametrize("value", ["0-99999999", "0-999999999999", "9" * 5000, "\u00b2"])
+def test_a_gpu_variable_that_names_no_index_of_the_node_is_no_gpu_not_a_crash(variable, value):
+    completed = run_cli("slurm", "--prolog", "--nvml-fixture", H200, env={variable: value})
+    assert completed.returncode == 0, completed.stderr
+    assert "names no GPU index of this node" in completed.stderr and "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("args, env", [
+    (["--timeout", "nan"], {}), (["--node", "hux01"], {}), (["--bogus"], {}),
+    ([], {"PREFLIGHT_ARGS": '--set "x'}), ([], {"PREFLIGHT_ARGS": "--timeout nan"}),
+])
+def test_the_prologs_own_command_line_never_fails_the_job(args, env):
+    completed = run_cli("slurm", "--prolog", "--nvml-fixture", H200, *args, env=env)
+    assert completed.returncode == 0, completed.stderr
+    assert "the job starts unchecked" in completed.stderr or "ignored (options of the health program's line)" in \
+        completed.stderr
+
+
+def test_the_prolog_dry_run_says_which_exit_it_would_give():
+    failing = run_cli("slurm", "--prolog", "--dry-run", "--nvml-fixture", nvml_fixture("driver-not-loaded.json"),
+                      "--expect-gpus", "1")
+    assert failing.returncode == 0 and "the prolog would exit 1 (Slurm would drain the node" in failing.stderr
+    passing = run_cli("slurm", "--prolog", "--dry-run", "--nvml-fixture", H200, env={"SLURM_JOB_GPUS": "0"})
+    assert passing.returncode == 0 and "the prolog would exit 0 (the job would start)" in passing.stderr
+
+
+def test_the_scontrol_timeout_must_be_positive():
+    completed = run_cli("slurm", "--scontrol-timeout", "0", "--nvml-fixture", H200)
+    assert completed.returncode == 2 and "must be more than 0" in completed.stderr

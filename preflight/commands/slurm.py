@@ -64,9 +64,19 @@ def main(options: CheckOptions, node: Optional[str], scontrol: Optional[str], sl
 
 
 def prolog(options: CheckOptions, log: Callable[[str], None], warn: common.Warn = None,
-           kept: common.Keep = common.Keep()) -> int:
+           kept: common.Keep = common.Keep(), dry_run: bool = False) -> int:
     """Exit 1 only for a fault that must stop this job (Slurm then drains the node and requeues the job);
-    0 otherwise, also when preflight itself cannot judge (a broken configuration, a probe that timed out)."""
+    0 otherwise, also when preflight itself cannot judge (a broken configuration, a probe that timed out).
+    ``dry_run``: say which exit it would be, and exit 0 (for an administrator testing the prolog's line)."""
+    code = _prolog(options, log, warn, kept)
+    if dry_run:
+        log("preflight: prolog --dry-run: the prolog would exit %d (%s)" % (
+            code, "Slurm would drain the node and requeue the job" if code else "the job would start"))
+        return ExitCode.OK
+    return code
+
+
+def _prolog(options: CheckOptions, log: Callable[[str], None], warn: common.Warn, kept: common.Keep) -> int:
     job = os.environ.get("SLURM_JOB_ID") or "(no SLURM_JOB_ID)"
     gpus, source = admission.job_gpus(os.environ)
     if options.expect_gpus == "auto" and "expect_gpus" not in options.given:

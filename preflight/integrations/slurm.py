@@ -353,19 +353,38 @@ def job_gpus(environ) -> Tuple[Optional[Tuple[int, ...]], str]:
 
     Slurm gives a prolog SLURM_JOB_GPUS ("0,1") and, with GPU Gres, CUDA_VISIBLE_DEVICES: both number the
     node's GPUs as gres.conf does, which with AutoDetect=nvml is NVML's order (by PCI bus id)."""
+    unread = []
     for variable in JOB_GPU_VARIABLES:
         text = (environ.get(variable) or "").strip()
         if not text:
             continue
+        unread.append(variable)
         indices: List[int] = []
-        for part in text.split(","):
+        for part in text[:4096].split(","):
             first, dash, last = part.strip().partition("-")
-            if not (first.isdigit() and (not dash or last.isdigit())):
+            if not (_index(first) is not None and (not dash or _index(last) is not None)):
                 break  # UUIDs or MIG names: not indices preflight can map without NVML
-            indices.extend(range(int(first), int(last) + 1) if dash else [int(first)])
+            low, high = _index(first), _index(last) if dash else _index(first)
+            if high < low or high - low >= MAX_GPU_INDEX:
+                break
+            indices.extend(range(low, high + 1))
         else:
             return tuple(sorted(set(indices))), variable
+    if unread:
+        return None, "%s names no GPU index of this node (UUIDs, MIG names or values out of range)" % " nor ".join(
+            unread)
     return None, "neither %s is set: the job has no GPU" % " nor ".join(JOB_GPU_VARIABLES)
+
+
+MAX_GPU_INDEX = 1024  # far more GPUs than a node has: a larger index is no GPU of this node, never a range to walk
+
+
+def _index(text: str) -> Optional[int]:
+    """A GPU index as Slurm writes it (ASCII digits); None for anything else (a UUID, '²', a 5,000-digit number)."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 4) or int(text) >= MAX_GPU_INDEX:
+        return None
+    return int(text)
 
 
 def subject_gpu(subject: str) -> Optional[int]:
