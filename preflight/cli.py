@@ -256,10 +256,10 @@ KEEP = [
 ]
 
 
-def _kept(report_dir: Optional[str], syslog: bool, required: bool = True):
+def _kept(report_dir: Optional[str], syslog: bool):
     from preflight.commands.common import Keep
 
-    return Keep(report_dir, syslog, required)
+    return Keep(report_dir, syslog)
 
 
 def check_options(*groups) -> Callable:
@@ -690,7 +690,7 @@ def _build_exec() -> click.Command:
 
         return run.main(options, command, _shown(output_format, quiet=quiet), warn_only,
                         _duration("--retry-timeout", retry_timeout), _duration("--sleep", sleep), _log, _warn,
-                        fail_exit_code, termination_log, verbose, _kept(report_dir, syslog, required=False))
+                        fail_exit_code, termination_log, verbose, _kept(report_dir, syslog))
     return exec_command
 
 
@@ -737,7 +737,7 @@ def _build_slurm() -> click.Command:
         from preflight.integrations.slurm import require_job_interpreter
 
         require_job_interpreter(options.profile, options.python)  # before asking scontrol anything
-        kept = _kept(report_dir, syslog, required=False)
+        kept = _kept(report_dir, syslog)
         if prolog:
             given = [name for name, value in (("--node", node), ("--scontrol", scontrol), ("--slurm-conf", slurm_conf))
                      if value]

@@ -84,7 +84,12 @@ class SelectionError(PreflightError):
 
 
 class OutputError(PreflightError):
-    """The report cannot be written where it should go (a full disk, a closed standard output)."""
+    """The report cannot be written where it should go (a missing folder, a folder given as a file name)."""
+
+
+class WriteFailed(OutputError):
+    """The destination was right but the bytes did not land (a full disk, an I/O error, a closed standard output):
+    a warning that keeps the check's own verdict, never a verdict on the machine."""
 
 
 class ProbeError(Exception):

@@ -141,8 +141,9 @@ def test_report_dir_keeps_one_report_per_host_that_fleet_reads(tmp_path):
     assert report["ok"] is False and report["host"] == HOST and report["collected_at"]
     fleet = run_cli("fleet", str(reports), "--format", "json")
     assert fleet.returncode == 1 and HOST in fleet.stdout
-    missing = run_cli("check", "--nvml-fixture", H200, "--report-dir", str(tmp_path / "none"))
-    assert missing.returncode == 2 and "--report-dir %s: no such folder" % (tmp_path / "none") in missing.stderr
+    missing = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--report-dir", str(tmp_path / "none"))
+    assert missing.returncode == 0 and "--report-dir %s: no such folder" % (tmp_path / "none") in missing.stderr
+    assert "the report was not kept" in missing.stderr
 
 
 def test_slurm_keeps_its_report_under_the_node_name(tmp_path):

@@ -204,3 +204,66 @@ def test_a_cache_folder_of_ours_that_others_can_read_is_made_private(tmp_path, f
     completed = _arch_check(env, cache)
     assert completed.returncode == 0 and "not using the cache" not in completed.stderr
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700 and os.listdir(str(cache)) == ["torch-arch-flags.json"]
+
+
+# --- a folder's owner or its group can plant links too (third round) ---------------------------------------------
+
+@needs_root
+@pytest.mark.parametrize("owner, mode", [(OTHER, 0o755), (0, 0o775)])
+def test_a_report_folder_anyone_else_can_write_never_gets_its_planted_link_followed(tmp_path, owner, mode):
+    """A 0755 folder another user owns, or a 0775 one a group can write: the report replaces the planted link
+    itself; the root-only file it points to is untouched, and a dangling one creates nothing."""
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    victim = tmp_path / "secret"
+    victim.write_text("root's own\n")
+    victim.chmod(0o600)
+    host = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--format", "json").stdout
+    name = json.loads(host)["host"] + ".json"
+    plant(folder / name, victim)
+    os.chown(str(folder), owner, owner)
+    folder.chmod(mode)
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--report-dir", str(folder))
+    assert completed.returncode == 0, completed.stderr
+    assert victim.read_text() == "root's own\n"
+    assert not os.path.islink(str(folder / name)) and json.loads((folder / name).read_text())["schema"]
+    # --output follows a link only where nobody else could have put it.
+    plant(folder / "out.json", tmp_path / "created-by-root")
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--output", str(folder / "out.json"))
+    assert not (tmp_path / "created-by-root").exists()
+    assert "symbolic link owned by user 65534" in completed.stderr and "nothing was written" in completed.stderr
+
+
+@needs_root
+def test_an_existing_report_is_replaced_by_a_file_of_the_writers_own(tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    name = json.loads(run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--format",
+                              "json").stdout)["host"] + ".json"
+    old = folder / name
+    old.write_text("{}")
+    os.chown(str(old), OTHER, OTHER)
+    old.chmod(0o6777)
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--report-dir", str(folder))
+    assert completed.returncode == 0, completed.stderr
+    info = old.stat()
+    assert (info.st_uid, stat.S_IMODE(info.st_mode) & 0o7111) == (os.geteuid(), 0), (info.st_uid, oct(info.st_mode))
+
+
+def test_a_report_that_cannot_be_written_keeps_the_checks_own_exit_code(tmp_path):
+    failing = nvml_fixture("2x-a100-40g-driver550-ecc.json")
+    for fixture, code in ((failing, 1), (H200, 0)):
+        completed = run_cli("check", "--profile", "node", "--nvml-fixture", fixture, "--output", "/dev/full")
+        assert completed.returncode == code, completed.stderr
+        assert "the report was not written" in completed.stderr and "verdict stands (exit %d)" % code in completed.stderr
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", failing, "--report-dir",
+                        str(tmp_path / "no-such-folder"))
+    assert completed.returncode == 1 and "the report was not kept" in completed.stderr
+
+
+def test_an_explicit_termination_log_is_created_when_missing(tmp_path):
+    log = tmp_path / "why"
+    completed = run_cli("exec", "--profile", "node", "--nvml-fixture", nvml_fixture("2x-a100-40g-driver550-ecc.json"),
+                        "--set", "gpu.count.min=4", "--termination-log", str(log), "--", "true")
+    assert completed.returncode == 78 and log.read_text().startswith("preflight: not starting true")
+    assert stat.S_IMODE(log.stat().st_mode) == 0o644

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from preflight.commands import common, pipeline
 from preflight.commands.options import CheckOptions, OutputOptions
+from preflight.errors import WriteFailed
 
 
 def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None,
@@ -13,6 +14,13 @@ def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None,
 
     report = pipeline.check(options, warn)
     common.keep(report, kept, warn)
-    emit(formats.render("report", report, shown.format, quiet=shown.quiet, color=shown.colored(),
-                        expires_in=shown.expires_in), shown.output)
-    return formats.exit_code(report, shown.format)
+    code = formats.exit_code(report, shown.format)
+    try:
+        emit(formats.render("report", report, shown.format, quiet=shown.quiet, color=shown.colored(),
+                            expires_in=shown.expires_in), shown.output)
+    except WriteFailed as exc:  # a full disk must not turn a failed check into bad usage, nor a passed one;
+        # a wrong destination (no such folder, a folder, a planted link) stays the user's to fix: exit 2
+        if warn is None:
+            raise
+        warn("the report was not written: %s; the check's own verdict stands (exit %d)" % (exc.message, code))
+    return code

@@ -65,7 +65,6 @@ class Keep(NamedTuple):
 
     report_dir: Optional[str] = None
     syslog: bool = False
-    required: bool = True  # a report that cannot be written is an error (check); else a warning (exec, slurm)
 
 
 def keep(report, kept: Keep, warn: Warn = None, host: Optional[str] = None, line: Optional[str] = None,
@@ -78,11 +77,10 @@ def keep(report, kept: Keep, warn: Warn = None, host: Optional[str] = None, line
 
         try:
             kept_reports.write(kept.report_dir, host or report.host or _short_host(), json_text(report.to_json()))
-        except PreflightError as exc:
-            if kept.required:
-                raise
+        except PreflightError as exc:  # a full disk or a missing folder: never a verdict on the machine
             if warn:
-                warn("the report was not kept: %s" % exc.message)
+                warn("the report was not kept: %s%s; the check's own verdict stands" % (
+                    exc.message, " (%s)" % exc.hint if exc.hint else ""))
     keep_line(kept, line or "preflight: %s" % report.summary_line(), severity or ("info" if report.ok else "error"),
               warn)
 

@@ -15,7 +15,7 @@ from preflight.integrations import entrypoint
 def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, warn_only: bool, retry_timeout: float,
          sleep: float, log: Callable[[str], None], warn: common.Warn = None,
          fail_exit_code: int = ExitCode.EXEC_BLOCKED, termination_log: str = entrypoint.TERMINATION_LOG,
-         verbose: bool = False, kept: common.Keep = common.Keep(required=False)) -> int:
+         verbose: bool = False, kept: common.Keep = common.Keep()) -> int:
     """Exit code: the command's own once it runs; ``fail_exit_code`` (78) when the checks keep it from starting;
     126/127 when it cannot start."""
     if entrypoint.skip_requested(os.environ):
@@ -33,7 +33,8 @@ def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, wa
     if not report.ok and not warn_only:
         log("preflight: not starting %s: the checks failed (exit %d)" % (command[0], fail_exit_code))
         entrypoint.write_termination_message(
-            termination_log, "preflight: not starting %s: %s" % (command[0], report.reason(1000)), log)
+            termination_log, "preflight: not starting %s: %s" % (command[0], report.reason(1000)), log,
+            create=termination_log != entrypoint.TERMINATION_LOG)
         return fail_exit_code
     if not report.ok:
         log("preflight: checks failed; starting %s anyway (--warn-only)" % command[0])

@@ -33,7 +33,7 @@ def write(folder: str, host: str, document_text: str) -> str:
         raise OutputError("--report-dir %s: no such folder" % folder,
                           "create it (a shared folder that preflight fleet reads), or give another")
     path = os.path.join(folder, file_name(host))
-    write_atomically(path, document_text, "--report-dir %s" % path)
+    write_atomically(path, document_text, "--report-dir %s" % path, follow_final=False)
     return path
 
 

@@ -30,7 +30,7 @@ import stat
 import sys
 import time
 
-from preflight.errors import OutputError
+from preflight.errors import OutputError, WriteFailed
 
 _TEMP = r"^\.(?P<name>.+)\.preflight-(?P<pid>\d+)-[A-Za-z0-9_]+\.tmp$"
 STALE_AFTER = 3600.0  # seconds: a temporary file this old is stale even if its PID was reused
@@ -60,7 +60,7 @@ def write_stdout(text: str) -> None:
     """Print ``text``; a closed or failing standard output is an error (the report would be lost)."""
     stream = sys.stdout
     if stream is None:
-        raise OutputError("cannot write the report: standard output is closed",
+        raise WriteFailed("cannot write the report: standard output is closed",
                           "run with standard output open, or write to a file with --output FILE")
     try:
         stream.write(text)
@@ -68,7 +68,7 @@ def write_stdout(text: str) -> None:
     except (OSError, ValueError) as exc:  # ENOSPC, EPIPE, EBADF; ValueError: the stream was closed
         _silence_stdout()
         detail = getattr(exc, "strerror", None) or str(exc)
-        raise OutputError("cannot write the report to standard output: %s" % detail,
+        raise WriteFailed("cannot write the report to standard output: %s" % detail,
                           "write it to a file with --output FILE")
 
 
@@ -90,14 +90,20 @@ def _is_stream_path(path: str) -> bool:
     return number.isdigit() and (head == "/dev/fd" or (head.startswith("/proc/") and head.endswith("/fd")))
 
 
-def write_file(path: str, text: str, what: str = "") -> None:
+def write_file(path: str, text: str, what: str = "", follow_final: bool = True) -> None:
+    """``follow_final``: a link at the final name is followed (--output's documented behaviour); else the name
+    itself is replaced by the new file, whatever it was (a report folder's HOST.json: nobody's link is followed)."""
     what = what or "--output %s" % path
-    if _is_stream_path(path):
+    if _is_stream_path(path) and follow_final:
         _write_in_place(path, path, text, what)  # an open descriptor: write to it, whatever it is
         return
     from preflight.files import paths
 
-    resolved = paths.resolve(path, what)  # links followed only where they are safe to follow
+    if follow_final:
+        resolved = paths.resolve(path, what)  # links followed only where they are safe to follow
+    else:
+        resolved = paths.Resolved(paths.resolve_folder(os.path.dirname(os.path.abspath(path)), what),
+                                  os.path.basename(path))
     folder = paths.open_folder(resolved.folder, what)
     try:
         try:
@@ -108,10 +114,14 @@ def write_file(path: str, text: str, what: str = "") -> None:
             raise OutputError("%s: cannot look at it: %s; nothing was written" % (what, exc.strerror or exc))
         if info is not None and stat.S_ISDIR(info.st_mode):
             raise OutputError("%s is a folder; give a file name" % what)
-        if info is not None and stat.S_ISLNK(info.st_mode):  # appeared since it was resolved
+        if info is not None and stat.S_ISLNK(info.st_mode) and not follow_final:
+            info = None  # replaced by a file of ours: the link's target is never touched
+        elif info is not None and stat.S_ISLNK(info.st_mode):  # appeared since it was resolved
             raise paths.UnsafeLink("%s: %s became a symbolic link while preflight looked at it; nothing was written"
                                    % (what, os.path.join(resolved.folder, resolved.name)))
         if info is not None and not stat.S_ISREG(info.st_mode):
+            if not follow_final:
+                raise OutputError("%s is not a regular file; nothing was written" % what)
             _write_in_place(path, os.path.join(resolved.folder, resolved.name), text, what)
             return
         _replace(folder, resolved, info, text, what)
@@ -122,16 +132,20 @@ def write_file(path: str, text: str, what: str = "") -> None:
 def _write_in_place(path: str, target: str, text: str, what: str) -> None:
     """A device, FIFO or socket: write into it; replacing it would destroy it."""
     try:
-        with open(target, "w", encoding="utf-8") as out:
+        out = open(target, "w", encoding="utf-8")
+    except OSError as exc:
+        raise OutputError("%s: cannot open it: %s; nothing was written" % (what, exc.strerror or exc))
+    try:
+        with out:
             out.write(text)
             out.flush()
     except OSError as exc:
-        raise OutputError("%s: cannot write the report: %s" % (what, exc.strerror or exc))
+        raise WriteFailed("%s: cannot write the report: %s" % (what, exc.strerror or exc))
 
 
-def write_atomically(path: str, text: str, shown: str = "") -> None:
+def write_atomically(path: str, text: str, shown: str = "", follow_final: bool = True) -> None:
     """Replace the regular file ``path`` (or create it) with ``text``, all or nothing."""
-    write_file(path, text, shown)
+    write_file(path, text, shown, follow_final)
 
 
 def _replace(folder: int, resolved, old, text: str, what: str) -> None:
@@ -162,7 +176,7 @@ def _replace(folder: int, resolved, old, text: str, what: str) -> None:
             os.unlink(temporary, dir_fd=folder)
         except OSError:
             pass
-        raise OutputError("%s: writing failed: %s; the old file is unchanged" % (what, exc.strerror or exc))
+        raise WriteFailed("%s: writing failed: %s; the old file is unchanged" % (what, exc.strerror or exc))
     try:
         os.fsync(folder)  # make the rename itself durable: without this a crash can bring the old file back
     except OSError:
@@ -170,15 +184,10 @@ def _replace(folder: int, resolved, old, text: str, what: str) -> None:
 
 
 def _copy_ownership(old, descriptor: int) -> None:
-    if old is None:
-        os.fchmod(descriptor, 0o644)  # readers (NFD, node_exporter) often run as other users
-        return
-    os.fchmod(descriptor, old.st_mode & 0o7777)
-    if hasattr(os, "fchown") and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
-        try:
-            os.fchown(descriptor, old.st_uid, old.st_gid)
-        except OSError:
-            pass  # not root: the new file is ours, as any rewrite by this user would be
+    """The new file is the writer's own: readable by all (NFD and node_exporter often run as other users), or
+    with the old file's read and write bits; never an owner, an execute, set-user-ID or set-group-ID bit taken
+    from a file someone else may have put there."""
+    os.fchmod(descriptor, 0o644 if old is None else (old.st_mode & 0o666) | 0o600)
 
 
 def remove_stale_temporaries(folder: str, name: str, folder_fd: int) -> None:

@@ -6,10 +6,10 @@ there would make root replace or create a file of the planter's choosing. So eve
 (``--output``, ``serve --nfd-output``, ``--report-dir``, the termination log, the cache) is resolved here,
 component by component, and a link is followed only when it is safe to:
 
-- a link in a folder that is other-writable or sticky (``/tmp``, a shared drop folder) is followed only when
-  it is owned by root or by the user preflight runs as (the kernel's ``protected_symlinks`` rule, made
-  stricter: the folder's owner is not trusted either, since anyone could have made it shared);
-- a link anywhere else is followed as usual (an administrator's own links);
+- a link is followed when root or the user preflight runs as owns it, or when its folder is owned by root or this
+  user and no one else can write it: an administrator's own links. Any other link (in ``/tmp``, in a shared drop
+  folder, in a group-writable folder, in a folder another user owns) is refused: whoever can write a folder can
+  plant a link there (the kernel's ``protected_symlinks`` rule, made stricter);
 - at most ``MAX_LINKS`` links are followed (a loop is an error, not a hang).
 
 Resolving in user space would otherwise sidestep the kernel's own rule, so the result is a real folder and a
@@ -43,7 +43,12 @@ def trusted_owners() -> tuple:
 
 def shared_folder(info: os.stat_result) -> bool:
     """A folder where users other than its owner can create entries (and so plant links)."""
-    return bool(info.st_mode & (stat.S_IWOTH | stat.S_ISVTX))
+    return bool(info.st_mode & (stat.S_IWOTH | stat.S_IWGRP | stat.S_ISVTX))
+
+
+def others_can_write(info: os.stat_result) -> bool:
+    """A folder in which someone other than root and this user can create entries: shared, or owned by another."""
+    return shared_folder(info) or info.st_uid not in trusted_owners()
 
 
 def _split(path: str):
@@ -98,16 +103,29 @@ def resolve(path: str, what: str) -> Resolved:
     raise OutputError("%s is a folder; give a file name" % what)
 
 
+def resolve_folder(path: str, what: str) -> str:
+    """The real folder ``path`` names, every link on the way followed under the policy."""
+    if _split(path) == []:
+        return "/"
+    resolved = resolve(path, what)
+    folder = os.path.join(resolved.folder, resolved.name)
+    if not os.path.isdir(folder):
+        raise OutputError("%s: %s is not a folder; nothing was written" % (what, folder))
+    return folder
+
+
 def check_link(link: str, info: os.stat_result, folder: str, what: str) -> None:
-    """Refuse ``link`` when it lies in a shared folder and is not owned by root or by this user."""
+    """Refuse ``link`` unless root or this user owns it, or its folder is one only root or this user can write."""
     try:
         folder_info = os.stat(folder)
     except OSError as exc:
         raise OutputError("%s: cannot look at %s: %s" % (what, folder, exc.strerror or exc))
-    if shared_folder(folder_info) and info.st_uid not in trusted_owners():
+    if others_can_write(folder_info) and info.st_uid not in trusted_owners():
         raise UnsafeLink(
-            "%s: %s is a symbolic link owned by user %d in %s, a folder other users can write: preflight does not "
-            "follow it (someone could have planted it); nothing was written" % (what, link, info.st_uid, folder),
+            "%s: %s is a symbolic link owned by user %d in %s, a folder %s: preflight does not follow it (someone "
+            "could have planted it); nothing was written" % (
+                what, link, info.st_uid, folder, "owned by user %d" % folder_info.st_uid
+                if folder_info.st_uid not in trusted_owners() else "other users can write"),
             "write to a path without that link, or have root or this user own the link")
 
 

@@ -89,12 +89,13 @@ TERMINATION_LOG = "/dev/termination-log"  # where Kubernetes reads a container's
 TERMINATION_LIMIT = 4096  # Kubernetes keeps at most this many bytes of it
 
 
-def write_termination_message(path: str, line: str, log: Callable[[str], None]) -> bool:
-    """Write ``line`` where the orchestrator reads why the container stopped, if that file exists and is writable.
+def write_termination_message(path: str, line: str, log: Callable[[str], None], create: bool = False) -> bool:
+    """Write ``line`` where the orchestrator reads why the container stopped, if that file exists and is writable;
+    ``create``: make it when it does not (a path the user named; Kubernetes' own is bind-mounted in place).
 
-    Only into a regular file that already exists (Kubernetes bind-mounts one at terminationMessagePath), written in
-    place (a rename cannot replace a bind mount), reached under the link policy of ``preflight.files.paths`` and opened
-    without following a link: never a device, a pipe, or a planted link's target. A failure is only logged.
+    Only into a regular file, written in place (a rename cannot replace a bind mount), reached under the link
+    policy of ``preflight.files.paths`` and opened without following a link: never a device, a pipe, or a planted
+    link's target. A failure is only logged.
     """
     if not path:
         return False
@@ -114,8 +115,16 @@ def write_termination_message(path: str, line: str, log: Callable[[str], None]) 
     try:
         try:
             descriptor = os.open(resolved.name, flags, dir_fd=folder)
+        except FileNotFoundError:
+            if not create:
+                return False  # not under Kubernetes: nobody reads it
+            try:
+                descriptor = paths.create_exclusive(resolved.name, folder, 0o644)
+            except OSError as exc:
+                log("preflight: cannot create the termination log %s: %s" % (path, exc.strerror or exc))
+                return False
         except OSError:
-            return False  # missing (not under Kubernetes), not writable, or a link: not ours to write
+            return False  # not writable, or a link: not ours to write
         with os.fdopen(descriptor, "wb") as out:
             if not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
                 log("preflight: %s is not a regular file: the termination message is not written there" % path)
