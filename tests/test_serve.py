@@ -21,12 +21,13 @@ A100X2 = nvml_fixture("2x-a100-40g-driver550-ecc.json")
 
 
 class Server:
-    def __init__(self, *args: str) -> None:
-        env = clean_env(None)
-        env["PREFLIGHT_CACHE_DIR"] = os.environ.get("PREFLIGHT_CACHE_DIR", "")
+    def __init__(self, *args: str, env=None, preexec=None) -> None:
+        environment = clean_env(None)
+        environment["PREFLIGHT_CACHE_DIR"] = os.environ.get("PREFLIGHT_CACHE_DIR", "")
+        environment.update(env or {})
         self.process = subprocess.Popen([sys.executable, "-m", "preflight", "serve", "--listen", "127.0.0.1:0", *args],
-                                        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-                                        cwd=NEUTRAL_CWD)
+                                        stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment,
+                                        cwd=NEUTRAL_CWD, preexec_fn=preexec)
         line = self.process.stderr.readline()
         assert "listening on http://127.0.0.1:" in line, line + self.process.stderr.read()
         self.base = line.split("listening on ")[1].split()[0]
@@ -63,8 +64,8 @@ class Server:
 def served():
     started = []
 
-    def start(*args):
-        server = Server(*args)
+    def start(*args, **kwargs):
+        server = Server(*args, **kwargs)
         started.append(server)
         return server
     yield start
@@ -241,33 +242,119 @@ def _raw(base: str, request: bytes, timeout: float = 30.0) -> bytes:
             data += chunk
 
 
+def _port(server):
+    host, port = server.base.split("//")[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def _healthz_within(server, seconds: float) -> bool:
+    try:
+        return _raw(server.base, b"GET /healthz HTTP/1.0\r\n\r\n", timeout=seconds).startswith(b"HTTP/1.0 200")
+    except OSError:
+        return False
+
+
 @pytest.mark.slow
-def test_half_sent_requests_hold_a_bounded_number_of_threads_and_are_dropped(served):
+def test_slow_and_idle_clients_never_keep_healthz_from_answering(served):
+    """300 half-sent requests, 140 clients trickling a byte a second and 100 idle connections: /healthz is answered
+    within 1 s throughout, the process stays at a handful of threads, and a trickling client is cut off once its
+    request has not arrived whole within the deadline counted from its first byte (it kept sending all along)."""
     import socket
+    import threading
 
     from preflight.integrations import serve
 
     server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h")
     server.wait_for_check()
-    host, port = server.base.split("//")[1].rsplit(":", 1)
+    address = _port(server)
     held = []
-    for _ in range(400):
-        connection = socket.create_connection((host, int(port)), timeout=10)
-        connection.sendall(b"GET /metr")  # and never the rest
+    for index in range(540):
+        connection = socket.create_connection(address, timeout=10)
+        if index < 300:
+            connection.sendall(b"GET /metr")  # and never the rest
         held.append(connection)
-    time.sleep(1.0)
-    assert _threads(server.process.pid) <= serve.MAX_CONNECTION_THREADS + 8
-    # After the read timeout the held connections are closed and the server answers again.
-    assert _raw(server.base, b"GET /healthz HTTP/1.0\r\n\r\n", timeout=60).startswith(b"HTTP/1.0 200")
+    trickling, cut_after = held[300:440], []
+    stop = threading.Event()
+
+    def trickle(connection) -> None:
+        started = time.monotonic()
+        try:
+            while not stop.is_set():
+                connection.sendall(b"X")
+                stop.wait(1.0)
+        except OSError:
+            cut_after.append(time.monotonic() - started)
+
+    threads = [threading.Thread(target=trickle, args=(connection,)) for connection in trickling]
+    for thread in threads:
+        thread.start()
+    try:
+        answered = []
+        for _ in range(12):
+            answered.append(_healthz_within(server, 1.0))
+            time.sleep(0.5)
+        assert all(answered), answered
+        assert _threads(server.process.pid) <= 8
+        end = time.monotonic() + 15
+        while len(cut_after) < len(trickling) and time.monotonic() < end:
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+    assert len(cut_after) == len(trickling)
+    assert max(cut_after) < serve.REQUEST_DEADLINE + 3.0, max(cut_after)
     closed = 0
-    for connection in held:
+    for connection in held[:300] + held[440:]:  # half-sent and idle ones are closed too
         connection.settimeout(30)
         try:
             closed += connection.recv(1) == b""
         except OSError:
             closed += 1
         connection.close()
-    assert closed == len(held)
+    assert closed == 400
+
+
+@pytest.mark.slow
+def test_at_the_open_file_limit_new_probes_still_get_in(served):
+    """With 256 descriptors, 400 idle connections: the oldest waiting ones are closed to make room."""
+    import resource
+    import socket
+
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h",
+                    preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    server.wait_for_check()
+    held = [socket.create_connection(_port(server), timeout=10) for _ in range(400)]
+    try:
+        assert all(_healthz_within(server, 1.0) for _ in range(5))
+    finally:
+        for connection in held:
+            connection.close()
+
+
+def test_what_is_not_a_request_gets_a_status_and_disconnects_no_traceback(served):
+    import socket
+    import struct
+
+    env = {"PREFLIGHT_DEBUG": "1"}
+    server = served("--profile", "node", "--nvml-fixture", H200, "--interval", "1h", env=env)
+    server.wait_for_check()
+    assert _raw(server.base, b"GET /healthz HTTP/1.0\r\nX: " + b"a" * 9000 + b"\r\n\r\n").startswith(
+        b"HTTP/1.0 431")
+    assert _raw(server.base, b"POST /healthz HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.0 501")
+    assert _raw(server.base, b"\x16\x03\x01 hello TLS\r\n\r\n").startswith(b"HTTP/1.0 400")
+    assert _raw(server.base, b"GET /healthz HTTP/1.1\nHost: x\n\n").startswith(b"HTTP/1.0 200")  # bare newlines
+    for _ in range(150):  # ask for the report, then reset the connection before reading it
+        connection = socket.create_connection(_port(server), timeout=10)
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.sendall(b"GET /report HTTP/1.0\r\n\r\n")
+        connection.close()
+    assert _healthz_within(server, 1.0)
+    assert server.stop() == 0
+    assert "Traceback" not in server.said and "Exception" not in server.said, server.said
+    lines = [line for line in server.said.splitlines() if line and not line.startswith("preflight serve: stopped")]
+    assert all(line.startswith("preflight serve: ") for line in lines), lines
+    assert len(lines) <= 150 + 4
 
 
 def test_a_thousand_concurrent_scrapes_are_all_answered(served):

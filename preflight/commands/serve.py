@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
 from typing import Optional
 
 from preflight.commands import common
@@ -37,16 +36,14 @@ def main(options: CheckOptions, listen: str, interval: float, nfd_output: Option
             emit(nfd.render(report, expires_in=expires_in), nfd_output)
 
     try:
-        server = serve.make_server(host, port, latest)
+        server = serve.HttpServer(serve.listening_socket(host, port), latest)
     except OSError as exc:
         raise PreflightError("--listen %s: %s" % (listen, exc.strerror or exc), "choose another port or address")
     checker = serve.Checker(lambda: pipeline.check(options, warn), interval, latest, after)
-    stopped = threading.Event()
 
     def stop(signum, frame) -> None:
-        stopped.set()
         checker.now()  # out of its wait
-        threading.Thread(target=server.shutdown, daemon=True).start()  # shutdown() waits for serve_forever
+        server.stop()
 
     def reload(signum, frame) -> None:
         sys.stderr.write("preflight serve: SIGHUP: checking now, with the site configuration and rules read again\n")
@@ -58,16 +55,16 @@ def main(options: CheckOptions, listen: str, interval: float, nfd_output: Option
             signal.signal(getattr(signal, name), stop)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, reload)
-    bound_host, bound_port = server.server_address[:2]
+    bound_host, bound_port = server.address
     sys.stderr.write("preflight serve: listening on http://%s:%d (/healthz, /metrics, /report); checking every "
                      "%.0f s\n" % (bound_host, bound_port, interval))
     sys.stderr.flush()
     checker.start()
     try:
-        server.serve_forever(poll_interval=0.2)
+        server.serve_forever()
     finally:
         checker.stopping.set()
         checker.now()
-        server.server_close()
+        server.sock.close()
     sys.stderr.write("preflight serve: stopped\n")
     return ExitCode.OK

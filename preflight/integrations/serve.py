@@ -12,11 +12,12 @@ lock, so a check whose probe hangs never holds one up: the previous result is se
 
 from __future__ import annotations
 
+import asyncio
+import os
 import socket
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from preflight.files.output import json_text
@@ -142,71 +143,193 @@ ROUTES = {"/healthz": (healthz, "text/plain; charset=utf-8"),
           "/report": (report_json, "application/json")}
 
 
-# Connections are handled by at most this many threads at once; more wait in the listen backlog, which is sized
-# for a scrape fleet (the kernel caps it at net.core.somaxconn). A connection that sends nothing for
-# READ_TIMEOUT seconds is closed, so half-sent requests cannot hold the threads.
-MAX_CONNECTION_THREADS = 128
+# Every connection is a coroutine on one event loop, so an idle or slow client costs a socket and a few kilobytes,
+# never a thread: hundreds of them cannot keep /healthz from being answered. A request's head must arrive whole
+# within REQUEST_DEADLINE of its first byte (a client trickling a byte every few seconds is dropped), a connection
+# that sends nothing is closed after IDLE_TIMEOUT, and at MAX_CONNECTIONS open the oldest one still waiting for its
+# request is closed to make room: new probes always get in.
 LISTEN_BACKLOG = 1024
-READ_TIMEOUT = 5.0
+IDLE_TIMEOUT = 5.0
+REQUEST_DEADLINE = 5.0
+WRITE_DEADLINE = 10.0
+HEAD_LIMIT = 8192  # bytes of request line and headers; GET and HEAD have no body
 
 
-class _Server(ThreadingHTTPServer):
-    request_queue_size = LISTEN_BACKLOG
-    daemon_threads = True
+def max_connections() -> int:
+    """Stay clear of the open-file limit (the listening socket, rule files, NVML and probes need descriptors too)."""
+    try:
+        import resource
 
-    def __init__(self, address, handler, threads: int) -> None:
-        self.slots = threading.BoundedSemaphore(threads)
-        super().__init__(address, handler)
-
-    def process_request(self, request, client_address) -> None:
-        self.slots.acquire()  # at the limit, accepting waits here and new connections queue in the backlog
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request, client_address) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 512
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return max(16, min(4096, soft - 128))
 
 
-def make_server(host: str, port: int, latest: Latest, threads: int = MAX_CONNECTION_THREADS,
-                read_timeout: float = READ_TIMEOUT) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "preflight"
-        timeout = read_timeout  # per connection: a client that stops sending is dropped
-
-        def _answer(self, with_body: bool) -> None:
-            route = ROUTES.get(self.path.split("?", 1)[0])
-            if route is None:
-                status, body, kind = 404, "not found: try /healthz, /metrics or /report\n", "text/plain; charset=utf-8"
-            else:
-                status, body = route[0](latest)
-                kind = route[1]
-            data = body.encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            if with_body:
-                self.wfile.write(data)
-
-        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
-            self._answer(True)
-
-        def do_HEAD(self) -> None:  # noqa: N802 - as GET, without the body (load balancers and probes use it)
-            self._answer(False)
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: probes call it every few seconds
-            pass
-
+def listening_socket(host: str, port: int) -> socket.socket:
+    """Bound and listening now, so a taken port is an error before anything runs (OSError)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG)
 
-    class Server(_Server):
-        address_family = family
 
-    return Server((host, port), Handler, threads)
+def _debug(line: str) -> None:
+    if os.environ.get("PREFLIGHT_DEBUG"):
+        sys.stderr.write("preflight serve: %s\n" % line)
+        sys.stderr.flush()
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, why: str) -> None:
+        super().__init__(why)
+        self.status = status
+
+
+def parse_head(head: bytes) -> Tuple[str, str]:
+    """The method and path of a request head (request line and headers); _BadRequest when it is not HTTP/1.x."""
+    line = head.split(b"\n", 1)[0].rstrip(b"\r")
+    parts = line.split()
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        raise _BadRequest(400, "not an HTTP/1.x request line")
+    try:
+        method, target = parts[0].decode("ascii"), parts[1].decode("ascii")
+    except UnicodeDecodeError:
+        raise _BadRequest(400, "the request line is not ASCII")
+    return method, target.split("?", 1)[0]
+
+
+def answer(latest: Latest, method: str, path: str) -> Tuple[int, str, str]:
+    """(status, content type, body) for one request."""
+    if method not in ("GET", "HEAD"):
+        return 501, "text/plain; charset=utf-8", "preflight serve answers GET and HEAD only\n"
+    route = ROUTES.get(path)
+    if route is None:
+        return 404, "text/plain; charset=utf-8", "not found: try /healthz, /metrics or /report\n"
+    status, body = route[0](latest)
+    return status, route[1], body
+
+
+def response_bytes(status: int, kind: str, body: bytes, with_body: bool) -> bytes:
+    from email.utils import formatdate
+    from http import HTTPStatus
+
+    head = ("HTTP/1.0 %d %s\r\nServer: preflight\r\nDate: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+            "Cache-Control: no-store\r\nConnection: close\r\n\r\n"
+            % (status, HTTPStatus(status).phrase, formatdate(usegmt=True), kind, len(body)))
+    return head.encode("ascii") + (body if with_body else b"")
+
+
+class HttpServer:
+    """/healthz, /metrics and /report on ``sock`` until ``stop()``; one request per connection (HTTP/1.0)."""
+
+    def __init__(self, sock: socket.socket, latest: Latest, idle_timeout: float = IDLE_TIMEOUT,
+                 request_deadline: float = REQUEST_DEADLINE, connections: Optional[int] = None) -> None:
+        self.sock = sock
+        self.latest = latest
+        self.idle_timeout = idle_timeout
+        self.request_deadline = request_deadline
+        self.connections = connections or max_connections()
+        self.open: Dict[Any, bool] = {}  # transport -> whether its request has arrived, oldest first
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.stopping: Optional[asyncio.Event] = None
+        self.stop_requested = False
+
+    @property
+    def address(self) -> Tuple[str, int]:
+        return self.sock.getsockname()[:2]
+
+    def serve_forever(self) -> None:
+        asyncio.run(self._serve())
+
+    def stop(self) -> None:
+        """From a signal handler or another thread."""
+        self.stop_requested = True
+        if self.loop is not None and self.stopping is not None:
+            self.loop.call_soon_threadsafe(self.stopping.set)
+
+    async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.loop.set_exception_handler(lambda loop, context: _debug("event loop: %s" % context.get("message")))
+        self.stopping = asyncio.Event()
+        if self.stop_requested:
+            return
+        self.sock.setblocking(False)
+        accepting = asyncio.ensure_future(self._accept())
+        await self.stopping.wait()
+        accepting.cancel()
+        for transport in list(self.open):
+            transport.abort()
+
+    async def _accept(self) -> None:
+        """One connection at a time, and only with room for it: the process never runs out of descriptors."""
+        loop = asyncio.get_running_loop()
+        handlers = set()  # the event loop keeps only weak references to tasks
+        while True:
+            await self._make_room()
+            try:
+                connection, _ = await loop.sock_accept(self.sock)
+                reader, writer = await asyncio.open_connection(sock=connection, limit=HEAD_LIMIT)
+            except OSError as exc:  # EMFILE from descriptors outside the count, or a client gone before accept
+                _debug("accepting a connection: %s" % exc)
+                await asyncio.sleep(0.05)
+                continue
+            self.open[writer.transport] = False
+            handler = asyncio.ensure_future(self._connection(reader, writer))
+            handlers.add(handler)
+            handler.add_done_callback(handlers.discard)
+
+    async def _make_room(self) -> None:
+        while len(self.open) >= self.connections:
+            waiting = [transport for transport, answered in self.open.items() if not answered]
+            if waiting:
+                waiting[0].abort()  # the oldest connection still waiting for its request
+                self.open.pop(waiting[0], None)
+            else:
+                await asyncio.sleep(0.01)  # every one is being answered: wait for one to finish
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        transport = writer.transport
+        peer = writer.get_extra_info("peername")
+        try:
+            try:
+                first = await asyncio.wait_for(reader.read(1), self.idle_timeout)
+                if not first:
+                    return  # connected and left: a TCP probe
+                head = first + await asyncio.wait_for(self._rest_of_head(reader, first), self.request_deadline)
+                method, path = parse_head(head)
+                status, kind, body = answer(self.latest, method, path)
+            except _BadRequest as bad:
+                method, status, kind, body = "GET", bad.status, "text/plain; charset=utf-8", "%s\n" % bad
+            self.open[transport] = True
+            writer.write(response_bytes(status, kind, body.encode("utf-8"), method != "HEAD"))
+            await asyncio.wait_for(writer.drain(), WRITE_DEADLINE)
+            writer.close()
+        except asyncio.TimeoutError:
+            _debug("%s: closed: no whole request in time" % (peer,))
+            transport.abort()
+        except (ConnectionError, OSError) as exc:
+            _debug("%s: the client went away: %s" % (peer, exc))
+            transport.abort()
+        finally:
+            self.open.pop(transport, None)
+
+    @staticmethod
+    async def _rest_of_head(reader: asyncio.StreamReader, first: bytes) -> bytes:
+        """Up to the empty line that ends the headers; _BadRequest when longer than HEAD_LIMIT or cut short."""
+        head = b""
+        line = first
+        while True:
+            try:
+                chunk = await reader.readuntil(b"\n")
+            except asyncio.LimitOverrunError:
+                raise _BadRequest(431, "the request head is longer than %d bytes" % HEAD_LIMIT)
+            except asyncio.IncompleteReadError:
+                raise _BadRequest(400, "the request ended before its headers did")
+            line += chunk
+            head += chunk
+            if len(head) > HEAD_LIMIT:
+                raise _BadRequest(431, "the request head is longer than %d bytes" % HEAD_LIMIT)
+            if line in (b"\r\n", b"\n"):
+                return head
+            line = b""
