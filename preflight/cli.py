@@ -21,6 +21,7 @@ check --format npd uses node-problem-detector's codes (0 OK, 1 problem, 2 unknow
 from __future__ import annotations
 
 import functools
+import io
 import os
 import signal
 import sys
@@ -32,16 +33,17 @@ from preflight import __version__
 from preflight.engine.model import PROFILES
 from preflight.errors import ExitCode, PreflightError
 from preflight.render.formats import names as format_names
+from preflight.terminal import say
 
 _COLORS = click.Choice(["auto", "always", "never"])
 
 
 def _warn(message: str) -> None:
-    click.echo("preflight: warning: %s" % message, err=True)
+    say("preflight: warning: %s" % message)
 
 
 def _log(message: str) -> None:
-    click.echo(message, err=True)
+    say(message)
 
 
 def _duration(option: str, text: str) -> float:
@@ -882,13 +884,15 @@ def main(argv: Optional[List[str]] = None) -> None:
         argv = with_environment_args(argv, os.environ, lambda name: _option_arity(command(name)))
         code = cli.main(args=argv, prog_name="preflight", standalone_mode=False)
     except click.ClickException as exc:
-        exc.show()
+        shown = io.StringIO()
+        exc.show(file=shown)  # the option's value is the user's: escaped like every other message
+        say(shown.getvalue())
         code = exc.exit_code  # 2 for usage errors
     except click.Abort:
         click.echo("preflight: interrupted", err=True)
         code = ExitCode.INTERRUPTED
     except PreflightError as exc:
-        click.echo("preflight: error: %s" % exc, err=True)
+        say("preflight: error: %s" % exc)
         code = exc.exit_code  # 2 for bad input; 4 when Slurm's scontrol fails (preflight slurm)
     except KeyboardInterrupt:
         click.echo("preflight: interrupted", err=True)
@@ -896,15 +900,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     except Exception as exc:  # a bug: say so plainly, traceback only on request
         if os.environ.get("PREFLIGHT_DEBUG"):
             raise
-        click.echo("preflight: internal error: %s: %s\n  This is a bug in preflight; rerun with PREFLIGHT_DEBUG=1 "
-                   "for the traceback and report it." % (type(exc).__name__, exc), err=True)
+        say("preflight: internal error: %s: %s\n  This is a bug in preflight; rerun with PREFLIGHT_DEBUG=1 "
+            "for the traceback and report it." % (type(exc).__name__, exc))
         code = ExitCode.INTERNAL
     code = code if isinstance(code, int) else 0
     if as_prolog and code not in (ExitCode.OK, ExitCode.FAILED) and code < 128:
         # Slurm drains the node on any other exit of a prolog ("Prolog error"), which nothing resumes: preflight's
         # own trouble (bad usage, a bad environment variable, a bug) must never take a node out of service.
-        click.echo("preflight: prolog: preflight could not judge this job (exit %d, above); the job starts "
-                   "unchecked: a prolog fails a job only for a fault of its GPUs or of the node" % code, err=True)
+        say("preflight: prolog: preflight could not judge this job (exit %d, above); the job starts "
+            "unchecked: a prolog fails a job only for a fault of its GPUs or of the node" % code)
         code = ExitCode.OK
     _exit(code)
 

@@ -302,3 +302,47 @@ def driver_install_command():
     if "debian" in ids and "ubuntu" not in ids:
         return "sudo apt-get install -y cuda-drivers"
     return "sudo ubuntu-drivers install"
+
+
+class ScriptedHttp:
+    """A real TCP server on loopback that answers every connection with ``answer(connection)``: for clients that
+    must cope with servers that trickle, lie or send what is not HTTP. Use as a context manager."""
+
+    def __init__(self, answer: Callable) -> None:
+        import socket
+        import threading
+
+        self.answer = answer
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.url = "http://127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while not self.stopping.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(connection,), daemon=True).start()
+
+    def _one(self, connection) -> None:
+        with connection:
+            try:
+                connection.settimeout(5)
+                connection.recv(65536)
+                self.answer(connection, self.stopping)
+            except OSError:
+                pass  # the client gave up, as it should
+
+    def __enter__(self) -> "ScriptedHttp":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopping.set()
+        self.listener.close()

@@ -14,9 +14,10 @@ import json
 import math
 import os
 import tempfile
+import time
 
 import pytest
-from conftest import nvml_fixture, run_cli
+from conftest import ScriptedHttp, nvml_fixture, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -194,3 +195,44 @@ def test_the_prologs_own_input_never_fails_a_job(job_gpus, visible, words, envir
     assert code == 0 or (code == 1 and failed and all("not on this node" in line for line in failed)), (
         job_gpus[:40], visible[:40], words, environment_args, code, err[-800:])
     assert "Traceback" not in err
+
+
+# --- fleet URLs: whatever the URL, whatever answers it --------------------------------------------------------------
+
+_ANSWERS = [b"", b"SSH-2.0-OpenSSH_9.6\r\n", b"HTTP/1.0 200 OK\r\n\r\n{}", b"HTTP/1.0 200 OK\r\n\r\n\x00\xff",
+            b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n{}", b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n{",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffffff\r\n",
+            b"HTTP/1.0 302 Found\r\nLocation: file:///etc/shadow\r\n\r\n", b"HTTP/9.9 999 What\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\n" + b"X: y\r\n" * 200 + b"\r\n", b"HTTP/1.0 503 Busy\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\n\r\n" + json.dumps({"schema": "preflight.report/1", "ok": "yes"}).encode()]
+
+
+def _scripted(connection, stopping):
+    connection.sendall(_ANSWERS[int(time.monotonic() * 1000) % len(_ANSWERS)])
+
+
+_SERVER = ScriptedHttp(_scripted)
+_LIVE = _SERVER.url.rsplit(":", 1)[1]
+_HOSTS = st.sampled_from(["127.0.0.1", "[::1]", "localhost", "[", "]", "", "[::1", "127.0.0.1:", "a b", "\x1b[31m",
+                          "%00", "user@127.0.0.1", "xn--", "."]) | st.text(max_size=8)
+_PORTS = st.sampled_from(["", ":" + _LIVE, ":0", ":65536", ":-1", ":abc", ":" + "9" * 30, ":"]) | st.text(max_size=4)
+_PATHS = st.sampled_from(["", "/", "/report", "/metrics", "/../../etc/passwd", "/%ff", "?q=1", "#frag"]) \
+    | st.text(max_size=10)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(["http://", "https://"]), _HOSTS, _PORTS, _PATHS)
+def test_any_fleet_url_gives_a_documented_exit_within_the_deadline(scheme, host, port, path):
+    from preflight.fleet import read
+
+    url = scheme + host + port + path
+    saved, read.URL_TIMEOUT = read.URL_TIMEOUT, 2.0
+    started = time.monotonic()
+    try:
+        code, out, err = run_main(["fleet", url, "--format", "json"])
+    finally:
+        read.URL_TIMEOUT = saved
+    assert time.monotonic() - started < 20, url
+    assert code in DOCUMENTED and "Traceback" not in err and "internal error" not in err, (url, code, err[-600:])
+    if code == 2:
+        assert "\x1b" not in err

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
-from conftest import nvml_fixture, run_cli
+from conftest import ScriptedHttp, nvml_fixture, run_cli
 
 H200 = nvml_fixture("h200-driver580.json")
 
@@ -346,3 +347,89 @@ def test_the_prolog_dry_run_says_which_exit_it_would_give():
 def test_the_scontrol_timeout_must_be_positive():
     completed = run_cli("slurm", "--scontrol-timeout", "0", "--nvml-fixture", H200)
     assert completed.returncode == 2 and "must be more than 0" in completed.stderr
+
+
+# --- fleet over HTTP: one deadline for the whole response, any URL or answer a clear error (third round) ---------
+
+def _trickled_headers(connection, stopping):
+    connection.sendall(b"HTTP/1.0 200 OK\r\n")
+    number = 0
+    while not stopping.is_set():  # a header every half second: each read is quick, the headers never end
+        connection.sendall(b"X-Slow-%d: 1\r\n" % number)
+        number += 1
+        time.sleep(0.5)
+
+
+def _huge_header_line(connection, stopping):
+    connection.sendall(b"HTTP/1.0 200 OK\r\nX-Huge: ")
+    block = b"a" * (1 << 20)
+    for _ in range(100):  # 100 MB on one line, unless the client stops reading first
+        if stopping.is_set():
+            return
+        connection.sendall(block)
+
+
+def _answer_with(data: bytes):
+    return lambda connection, stopping: connection.sendall(data)
+
+
+def test_headers_trickled_by_a_serve_are_cut_at_the_one_deadline(monkeypatch):
+    from preflight.fleet import read
+
+    monkeypatch.setattr(read, "URL_TIMEOUT", 2.0)
+    with ScriptedHttp(_trickled_headers) as server:
+        started = time.monotonic()
+        completed = run_cli("fleet", server.url, "--format", "json")
+        took = time.monotonic() - started
+    assert took < 8, took
+    assert completed.returncode == 2 and server.url in completed.stderr
+    assert "the report did not arrive within 2 s" in completed.stderr, completed.stderr
+
+
+@pytest.mark.parametrize("answer, problem", [
+    (_huge_header_line, "LineTooLong"),
+    (_answer_with(b"SSH-2.0-OpenSSH_9.6\r\n"), "BadStatusLine"),
+    (_answer_with(b""), "closed connection without response"),
+    (_answer_with(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"), "not an HTTP response"),
+    (_answer_with(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n{}"), "ended after 2 of 12 bytes"),
+    (_answer_with(b"HTTP/1.0 301 Moved Permanently\r\nLocation: https://elsewhere/\r\n\r\n"),
+     "redirects are not followed"),
+    (_answer_with(b"HTTP/1.0 200 OK\r\n\r\n" + b"\xff\xfe<html>"), "not JSON"),
+    (_answer_with(b"HTTP/1.0 200 OK\r\n\r\n{\"schema\": \"something.else/1\"}"), "neither a preflight report"),
+])
+def test_a_malformed_answer_is_exit_2_naming_the_url(answer, problem):
+    with ScriptedHttp(answer) as server:
+        started = time.monotonic()
+        completed = run_cli("fleet", server.url, "--format", "json")
+    assert time.monotonic() - started < 30
+    assert completed.returncode == 2, completed.stderr
+    assert server.url in completed.stderr and problem in completed.stderr, completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://", "http://:10480", "http://gpu07:99999", "http://gpu07:abc/",
+                                 "https://[zz]/", "http://gpu07 :10480", "http://gpu07:0"])
+def test_a_malformed_url_is_exit_2_naming_it_before_anything_is_fetched(url):
+    completed = run_cli("fleet", url, "--format", "json")
+    assert completed.returncode == 2 and "is not a URL fleet can fetch" in completed.stderr, completed.stderr
+    assert url.strip() in completed.stderr
+
+
+def test_control_bytes_from_any_input_are_escaped_on_standard_error(tmp_path, fake_env):
+    """An ESC sequence in a site configuration's value, a node name, a URL or a cache path would retitle or clear
+    the terminal (or fake a line) if written raw: every message on standard error escapes it, as stdout does."""
+    config = tmp_path / "config.toml"
+    config.write_text('[defaults]\nset = ["gpu.count.min=\\u001b]0;owned\\u0007"]\n')
+    runs = [run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--config", str(config)),
+            run_cli("slurm", "--node", "gpu\x1b[2J07", "--nvml-fixture", H200, "--scontrol", "/bin/false"),
+            run_cli("fleet", "http://gpu\x1b[2J07:10480"),
+            run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--select", "gpu.\x1b[2Jcount")]
+    cache = tmp_path / "cache\x1b[2J"
+    cache.write_text("a file where the cache folder should be: not used, and said so")
+    env = fake_env()
+    env.add_torch(version="2.5.1+cu118", cuda="11.8", arch_flags="sm_80 sm_90")
+    runs.append(run_cli("check", "--python", env.python, "--select", "torch.arch", "--format", "json",
+                        "--nvml-fixture", H200, env={"PREFLIGHT_CACHE_DIR": str(cache)}))
+    for completed in runs:
+        assert completed.stderr and "\x1b" not in completed.stderr and "\x07" not in completed.stderr, completed.stderr
+        assert "\\x1b" in completed.stderr, completed.stderr

@@ -260,14 +260,15 @@ def _gpu(replays=0, retired=(0, 0), nvlink=None):
             "retired_pages": {"single_bit": retired[0], "double_bit": retired[1]}, "nvlink": nvlink}
 
 
-def test_rates_come_from_the_last_reading_on_this_machine(tmp_path):
+def test_rates_come_from_the_last_reading_on_this_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_CACHE_DIR", str(tmp_path))
     first = {"gpus": [_gpu(10, (2, 0), {"links": 18, "active": 18, "inactive": [],
                                          "errors": {"replay": 0, "recovery": 0, "crc_flit": 5, "crc_data": 0}})]}
-    history.annotate(first, str(tmp_path), now=1000.0)
+    history.annotate(first, now=1000.0)
     assert "replay_rate_per_min" not in first["gpus"][0]["pcie"]  # nothing to compare with yet
     second = {"gpus": [_gpu(610, (3, 0), {"links": 18, "active": 18, "inactive": [],
                                           "errors": {"replay": 0, "recovery": 1, "crc_flit": 5, "crc_data": 0}})]}
-    history.annotate(second, str(tmp_path), now=1300.0)  # five minutes later
+    history.annotate(second, now=1300.0)  # five minutes later
     gpu = second["gpus"][0]
     assert gpu["pcie"]["replay_rate_per_min"] == 120.0
     assert gpu["retired_pages"]["previous_total"] == 2
@@ -280,8 +281,9 @@ def test_rates_come_from_the_last_reading_on_this_machine(tmp_path):
     assert node_health.nvlink(gpu, [gpu])[0] == "errors_rising"
     # A damaged history file is a first reading, not a crash.
     (tmp_path / history.FILE).write_text("{not json")
+    (tmp_path / history.FILE).chmod(0o600)
     third = {"gpus": [_gpu(700)]}
-    history.annotate(third, str(tmp_path), now=1400.0)
+    history.annotate(third, now=1400.0)
     assert "replay_rate_per_min" not in third["gpus"][0]["pcie"]
 
 

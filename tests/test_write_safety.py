@@ -267,3 +267,97 @@ def test_an_explicit_termination_log_is_created_when_missing(tmp_path):
                         "--set", "gpu.count.min=4", "--termination-log", str(log), "--", "true")
     assert completed.returncode == 78 and log.read_text().startswith("preflight: not starting true")
     assert stat.S_IMODE(log.stat().st_mode) == 0o644
+
+
+# --- nothing another user could have written in the cache is believed (third round) -------------------------------
+
+def _forge_a_pass(cache):
+    """Rewrite the torch-arch entry as a planter would: flags with sm_90 and a digest that fits them."""
+    from preflight.probes import torch_arch
+
+    path = cache / "torch-arch-flags.json"
+    (key, entry), = json.loads(path.read_text()).items()
+    flags = entry["flags"] + ["sm_90"]
+    path.write_text(json.dumps({key: {"flags": flags, "digest": torch_arch.digest(key, flags)}}))
+    return path
+
+
+def _status(completed):
+    return json.loads(completed.stdout)["results"][0]["status"]
+
+
+@pytest.fixture
+def arch_env(tmp_path, fake_env):
+    env = fake_env()
+    env.add_torch(version="2.5.1+cu118", cuda="11.8", arch_flags="sm_50 sm_60 sm_70 sm_75 sm_80 sm_86")
+    cache = tmp_path / "cache"
+    assert _status(_arch_check(env, cache)) == "fail"  # no sm_90 for the H200; the answer is now cached
+    return env, cache
+
+
+def test_a_loosened_cache_folder_is_emptied_before_use(arch_env):
+    env, cache = arch_env
+    forged = _forge_a_pass(cache)
+    forged.chmod(0o600)
+    cache.chmod(0o777)  # anyone could have written the entry while the folder was open
+    completed = _arch_check(env, cache)
+    assert _status(completed) == "fail", completed.stdout
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+
+
+def test_a_cache_entry_that_is_not_this_users_private_file_is_not_believed(arch_env):
+    env, cache = arch_env
+    forged = _forge_a_pass(cache)
+    forged.chmod(0o666)  # ours, but anyone could have rewritten it
+    assert _status(_arch_check(env, cache)) == "fail"
+    if os.geteuid() == 0:
+        forged = _forge_a_pass(cache)
+        forged.chmod(0o600)
+        os.chown(str(forged), OTHER, OTHER)  # someone else's file in our folder
+        assert _status(_arch_check(env, cache)) == "fail"
+    # The entry itself may not be a link either (to a file that says what the planter wants).
+    elsewhere = cache.parent / "elsewhere.json"
+    forged = _forge_a_pass(cache)
+    os.replace(str(forged), str(elsewhere))
+    forged.symlink_to(elsewhere)
+    assert _status(_arch_check(env, cache)) == "fail"
+
+
+@pytest.mark.parametrize("damage", ["fifo", "folder", "huge", "deep", "list", "string", "nan", "bytes", "empty"])
+def test_a_damaged_cache_entry_of_any_size_or_type_is_a_miss(arch_env, damage):
+    env, cache = arch_env
+    path = cache / "torch-arch-flags.json"
+    path.unlink()
+    if damage == "fifo":
+        os.mkfifo(str(path), 0o600)  # a read would wait for a writer forever
+    elif damage == "folder":
+        path.mkdir(mode=0o700)
+    elif damage == "huge":
+        with open(str(path), "wb") as out:
+            out.truncate(200 << 20)  # sparse: 200 MB of NUL claimed, nothing on disk
+    else:
+        path.write_bytes({"deep": b"[" * 200000 + b"]" * 200000, "list": b"[1, 2, 3]", "string": b'"sm_90"',
+                          "nan": b"NaN", "bytes": os.urandom(4096), "empty": b""}[damage])
+    if not path.is_dir():
+        path.chmod(0o600)
+    started = time.monotonic()
+    completed = _arch_check(env, cache)
+    assert time.monotonic() - started < 30
+    assert completed.returncode == 1 and _status(completed) == "fail", (completed.returncode, completed.stderr)
+    assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("content", [b"[]", b'{"gpu07": "drained"}', b'{"gpu07": {"reason": 5}}', b"\xff\xfe",
+                                     b"[" * 100000])
+def test_a_damaged_drain_record_is_no_record(tmp_path, monkeypatch, content):
+    from preflight.integrations.slurm import DrainRecord
+
+    monkeypatch.setenv("PREFLIGHT_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir(mode=0o700)
+    entry = tmp_path / "cache" / DrainRecord.FILE
+    entry.write_bytes(content)
+    entry.chmod(0o600)
+    record = DrainRecord()
+    assert record.kept and record.reason("gpu07") is None
+    record.set("gpu07", "preflight: test")
+    assert DrainRecord().reason("gpu07") == "preflight: test"

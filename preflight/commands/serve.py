@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import signal
-import sys
 from typing import Optional
 
 from preflight.commands import common
 from preflight.commands.options import CheckOptions
 from preflight.errors import ExitCode, PreflightError
+from preflight.terminal import say
 
 
 def parse_listen(text: str):
@@ -46,8 +46,7 @@ def main(options: CheckOptions, listen: str, interval: float, nfd_output: Option
         server.stop()
 
     def reload(signum, frame) -> None:
-        sys.stderr.write("preflight serve: SIGHUP: checking now, with the site configuration and rules read again\n")
-        sys.stderr.flush()
+        say("preflight serve: SIGHUP: checking now, with the site configuration and rules read again")
         checker.now()
 
     for name in ("SIGTERM", "SIGINT"):
@@ -56,9 +55,8 @@ def main(options: CheckOptions, listen: str, interval: float, nfd_output: Option
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, reload)
     bound_host, bound_port = server.address
-    sys.stderr.write("preflight serve: listening on http://%s:%d (/healthz, /metrics, /report); checking every "
-                     "%.0f s\n" % (bound_host, bound_port, interval))
-    sys.stderr.flush()
+    say("preflight serve: listening on http://%s:%d (/healthz, /metrics, /report); checking every %.0f s"
+        % (bound_host, bound_port, interval))
     checker.start()
     try:
         server.serve_forever()
@@ -66,5 +64,5 @@ def main(options: CheckOptions, listen: str, interval: float, nfd_output: Option
         checker.stopping.set()
         checker.now()
         server.sock.close()
-    sys.stderr.write("preflight serve: stopped\n")
+    say("preflight serve: stopped")
     return ExitCode.OK

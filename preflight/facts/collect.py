@@ -20,7 +20,7 @@ from preflight import __version__, inventory
 from preflight.errors import ProbeError, ProbeTimeout
 from preflight.facts import history
 from preflight.facts.snapshot import SCHEMA
-from preflight.files.cache import usable_dir
+from preflight.files import cache
 from preflight.knowledge.shipped import as_of
 from preflight.probes import (
     container,
@@ -128,9 +128,8 @@ def collect(probes, options: Options, reuse: Optional[Dict[str, Any]] = None) ->
         snapshot["visibility"] = _visibility(nvml, options.environ) if nvml else None
         live = options.nvml_binding is None and not options.nvml_fixture
         if "nvml" in tasks and nvml and nvml.get("health_read") and live and options.use_cache:
-            folder = usable_dir()
-            if folder is not None:
-                history.annotate(nvml, folder)
+            if cache.usable():
+                history.annotate(nvml)
 
     if "torch_arch" in probes:
         _collect_torch_arch(snapshot, options, remaining, waiting)

@@ -10,7 +10,6 @@ saved snapshot replays with them). A replayed recording has no history. A missin
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Dict, Optional
 
@@ -19,11 +18,10 @@ from preflight.knowledge import nvidia
 FILE = "gpu-counters.json"
 
 
-def annotate(nvml: Dict[str, Any], folder: str, now: Optional[float] = None) -> None:
+def annotate(nvml: Dict[str, Any], now: Optional[float] = None) -> None:
     """Add rates and differences since the last reading to ``nvml``'s GPUs, and store this reading."""
     now = time.time() if now is None else now
-    path = os.path.join(folder, FILE)
-    previous = _read(path)
+    previous = _read()
     current: Dict[str, Any] = {}
     for gpu in nvml.get("gpus") or []:
         uuid = gpu.get("uuid")
@@ -39,7 +37,7 @@ def annotate(nvml: Dict[str, Any], folder: str, now: Optional[float] = None) -> 
     if current:
         from preflight.files.cache import write_json
 
-        write_json(path, dict(previous, **current))  # an unwritable cache only means no rates next time
+        write_json(FILE, dict(previous, **current))  # an unwritable cache only means no rates next time
 
 
 def _reading(gpu: Dict[str, Any], now: float) -> Dict[str, Any]:
@@ -74,8 +72,8 @@ def _counts(value: Any, before: Any) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (value, before))
 
 
-def _read(path: str) -> Dict[str, Any]:
+def _read() -> Dict[str, Any]:
     from preflight.files.cache import read_json
 
-    data = read_json(path)
+    data = read_json(FILE)
     return data if isinstance(data, dict) else {}

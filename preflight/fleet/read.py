@@ -3,7 +3,7 @@
 Paths are files or folders (walked, in name order); ``.json`` and ``.json.gz`` files are read, others in a
 folder are passed over, a file named on the command line is always tried. ``-`` is standard input: a stream of
 JSON documents, one per line or one after another. An ``http://`` or ``https://`` URL is a ``preflight serve``
-(its ``/report`` unless the URL names a path), fetched URL_WORKERS at a time with URL_TIMEOUT each. Each
+(its ``/report`` unless the URL names a path), fetched URL_WORKERS at a time, each whole within URL_TIMEOUT. Each
 document is read, judged and dropped before the next (``entries`` is a generator), so memory does not grow
 with the files' sizes. A file or URL that cannot be read, is not JSON, or is neither kind is an ``Unreadable``
 entry, never an exception.
@@ -14,10 +14,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import socket
 import stat
 import sys
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -50,10 +50,13 @@ def _files(paths: Sequence[str]) -> Iterator[str]:
 
 
 URL_WORKERS = 32
-URL_TIMEOUT = 10.0  # seconds per URL: connecting and reading the report
+URL_TIMEOUT = 10.0  # seconds per URL, all of it: connecting, the headers and the report
 
 
 def entries(paths: Sequence[str], stdin=None) -> Iterator[Union[Document, Unreadable]]:
+    for path in paths:
+        if path.startswith(("http://", "https://")):
+            check_url(path)  # every URL before anything is read
     urls: List[str] = []
     for path in paths:
         if path.startswith(("http://", "https://")):
@@ -120,32 +123,106 @@ def fetch_all(urls: Sequence[str]) -> Iterator[Union[Document, Unreadable]]:
             yield future.result()
 
 
-def fetch(url: str) -> Union[Document, Unreadable]:
-    parts = urllib.parse.urlsplit(url)
-    target = url if parts.path not in ("", "/") else urllib.parse.urlunsplit(parts._replace(path="/report"))
+def check_url(url: str) -> None:
+    """A URL fleet can fetch, or a PreflightError naming it (exit 2): before anything is fetched."""
+    from preflight.errors import PreflightError
 
-    deadline = time.monotonic() + URL_TIMEOUT
     try:
-        with urllib.request.urlopen(target, timeout=URL_TIMEOUT) as response:
-            # The socket timeout bounds each read; the deadline bounds them all (a server that trickles its
-            # report one byte at a time must not hold the fleet view).
-            chunks, size = [], 0
-            while size <= MAX_FILE_BYTES:
-                chunk = response.read1(min(1 << 16, MAX_FILE_BYTES + 1 - size))  # what has arrived, not 64 KiB
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-                if time.monotonic() > deadline:
-                    return Unreadable(url, "cannot fetch: the report did not arrive within %.0f s" % URL_TIMEOUT)
-            raw = b"".join(chunks)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 503:  # serve answers 503 before its first check has finished
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # ValueError: out of range or not a number
+        host = parts.hostname
+    except ValueError as exc:
+        raise PreflightError("%s is not a URL fleet can fetch: %s" % (url, exc),
+                             "give http://HOST:PORT of a preflight serve, e.g. http://gpu07:10480")
+    if not host or port == 0 or any(ord(c) < 33 or ord(c) == 127 for c in url):
+        raise PreflightError("%s is not a URL fleet can fetch: %s" % (
+            url, "it names no host" if not host else "port 0" if port == 0 else "it holds spaces or control "
+            "characters"), "give http://HOST:PORT of a preflight serve, e.g. http://gpu07:10480")
+
+
+def _connection(parts, timeout: float):
+    """A connection to the URL's host, or through the proxy the environment names for it (http_proxy, no_proxy)."""
+    import http.client
+
+    https = parts.scheme == "https"
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(parts.hostname):
+        address = urllib.parse.urlsplit(proxy if "://" in proxy else "http://" + proxy)
+        connection = http.client.HTTPConnection(address.hostname, address.port or 80, timeout=timeout)
+        if https:
+            connection = http.client.HTTPSConnection(address.hostname, address.port or 80, timeout=timeout)
+            connection.set_tunnel(parts.hostname, parts.port or 443)
+            return connection, False
+        return connection, True  # a plain HTTP proxy is asked for the whole URL
+    if https:
+        return http.client.HTTPSConnection(parts.hostname, parts.port or 443, timeout=timeout), False
+    return http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout), False
+
+
+def _cut(connection, sockets: list) -> None:
+    """The deadline passed: end whatever read or handshake is waiting on the connection (its socket, or the one
+    the response reads from: an HTTP/1.0 response takes the socket over from the connection)."""
+    for sock in [connection.sock] + sockets:
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def fetch(url: str) -> Union[Document, Unreadable]:
+    """One serve's report within URL_TIMEOUT, counted from the start: connecting, the status line and headers
+    (a server that trickles them cannot hold the fleet view), and the body."""
+    import http.client
+    import threading
+
+    from preflight import __version__
+
+    parts = urllib.parse.urlsplit(url)
+    path = parts.path if parts.path not in ("", "/") else "/report"
+    path += "?" + parts.query if parts.query else ""
+    deadline = time.monotonic() + URL_TIMEOUT
+    connection, whole_url = _connection(parts, URL_TIMEOUT)
+    sockets: list = []
+    watchdog = threading.Timer(URL_TIMEOUT, _cut, (connection, sockets))
+    watchdog.daemon = True
+    watchdog.start()
+    late = "cannot fetch: the report did not arrive within %.0f s" % URL_TIMEOUT
+    try:
+        target = urllib.parse.urlunsplit(parts._replace(path=path, query="", fragment="")) if whole_url else path
+        connection.request("GET", target, headers={"Accept": "application/json",
+                                                   "User-Agent": "preflight/%s" % __version__})
+        sockets.append(connection.sock)
+        if time.monotonic() >= deadline:  # the watchdog fired while connecting, before there was a socket to cut
+            return Unreadable(url, late)
+        response = connection.getresponse()
+        if response.status == 503:  # serve answers 503 before its first check has finished
             return Unreadable(url, "HTTP 503: no check has finished there yet")
-        return Unreadable(url, "HTTP %d %s" % (exc.code, exc.reason))
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        return Unreadable(url, "cannot fetch: %s" % (getattr(reason, "strerror", None) or reason))
+        if response.status != 200:
+            hint = " (redirects are not followed: give the URL it names)" if 300 <= response.status < 400 else ""
+            return Unreadable(url, "HTTP %d %s%s" % (response.status, response.reason, hint))
+        chunks, size = [], 0
+        while size <= MAX_FILE_BYTES:
+            chunk = response.read1(min(1 << 16, MAX_FILE_BYTES + 1 - size))  # what has arrived, not 64 KiB
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if time.monotonic() > deadline:
+            return Unreadable(url, late)
+        if response.length and size <= MAX_FILE_BYTES:  # Content-Length promised more than came
+            return Unreadable(url, "cannot fetch: the answer ended after %d of %d bytes" % (size, size + response.length))
+        raw = b"".join(chunks)
+    except (http.client.HTTPException, OSError, ValueError) as exc:
+        if time.monotonic() >= deadline:
+            return Unreadable(url, late)
+        if isinstance(exc, OSError):
+            return Unreadable(url, "cannot fetch: %s" % (exc.strerror or exc))
+        return Unreadable(url, "not an HTTP response a preflight serve gives: %s: %s"
+                          % (type(exc).__name__, str(exc)[:200] or "no detail"))
+    finally:
+        watchdog.cancel()
+        connection.close()
     return parsed(url, raw)
 
 

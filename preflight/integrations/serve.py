@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
 import threading
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from preflight.files.output import json_text
 from preflight.report import Report
+from preflight.terminal import say
 
 
 class Latest:
@@ -78,9 +78,7 @@ class Checker(threading.Thread):
                 try:
                     self.after(report)
                 except Exception as exc:  # a side output (the NFD file): say so, and keep checking and serving
-
-                    sys.stderr.write("preflight serve: after the check: %s\n" % exc)
-                    sys.stderr.flush()
+                    say("preflight serve: after the check: %s" % exc)
             self.wake.wait(self.interval)
             self.wake.clear()
 
@@ -176,8 +174,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 def _debug(line: str) -> None:
     if os.environ.get("PREFLIGHT_DEBUG"):
-        sys.stderr.write("preflight serve: %s\n" % line)
-        sys.stderr.flush()
+        say("preflight serve: %s" % line)
 
 
 class _BadRequest(Exception):

@@ -256,8 +256,8 @@ class DrainRecord:
     def __init__(self) -> None:
         from preflight.files import cache
 
-        self.path = cache.entry_path(self.FILE)
-        data = cache.read_json(self.path)
+        self.kept = cache.usable()  # else a drain set now cannot be recorded
+        data = cache.read_json(self.FILE) if self.kept else None
         self.drains = {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
     def reason(self, node: str) -> Optional[str]:
@@ -271,7 +271,7 @@ class DrainRecord:
             self.drains.pop(node, None)
         else:
             self.drains[node] = {"reason": reason, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        cache.write_json(self.path, self.drains)
+        cache.write_json(self.FILE, self.drains)
 
 
 class Decision(NamedTuple):
@@ -337,7 +337,7 @@ def admit(failures: List[Result], scontrol: Scontrol, node: str, dry_run: bool =
         record.set(node, decision.reason)  # first: a drain must never be left without its record
         scontrol.drain(node, decision.reason)
     lines = [decision.done]
-    if decision.action == "drain" and record.path is None:
+    if decision.action == "drain" and not record.kept:
         lines.append("the cache folder is off, so this drain is not recorded: preflight will not resume %s itself "
                      "(scontrol update NodeName=%s State=RESUME)" % (node, node))
     return lines

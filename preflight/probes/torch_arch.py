@@ -15,7 +15,7 @@ import zlib
 from typing import Any, Dict, List, Optional
 
 from preflight.errors import ProbeError, ProbeTimeout
-from preflight.files.cache import entry_path, read_json, write_json
+from preflight.files.cache import read_json, write_json
 from preflight.probes import process
 
 _SCRIPT = "import sys, torch; sys.stdout.write('\\n' + str(torch._C._cuda_getArchFlags()) + '\\n')"
@@ -50,15 +50,15 @@ def digest(key: str, flags: List[str]) -> str:
 
 def probe(torch_facts: Dict[str, Any], python: str, timeout: float, use_cache: bool = True) -> Dict[str, Any]:
     key = cache_key(torch_facts, python)
-    path = entry_path(FILE) if use_cache and key else None
-    cache = _read_cache(path)
+    cached = bool(use_cache and key)
+    cache = _read_cache() if cached else {}
     entry = cache.get(key) if key else None
     if isinstance(entry, dict) and _valid_flags(entry.get("flags")) and entry.get("digest") == digest(key, entry["flags"]):
         return {"flags": entry["flags"], "source": "cache"}
     flags = _ask_torch(python, timeout)
-    if path:
+    if cached:
         cache[key] = {"flags": flags, "digest": digest(key, flags)}
-        write_json(path, cache)
+        write_json(FILE, cache)
     return {"flags": flags, "source": "probe"}
 
 
@@ -82,9 +82,9 @@ def _valid_flags(flags: Any) -> bool:
         and len(flags) < 256
 
 
-def _read_cache(path: Optional[str]) -> Dict[str, Any]:
+def _read_cache() -> Dict[str, Any]:
     """The cache's entries; a damaged file is a miss (and is rewritten after the next probe)."""
-    data = read_json(path)
+    data = read_json(FILE)
     if not isinstance(data, dict):
         return {}
     return {key: entry for key, entry in data.items() if isinstance(entry, dict)}

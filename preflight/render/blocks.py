@@ -6,25 +6,10 @@ import os
 import sys
 from typing import Any, Dict, List
 
+from preflight.terminal import printable
+
 LABELS = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "skip": "SKIP", "error": "ERROR"}
 COLORS = {"pass": "32", "fail": "1;31", "warn": "33", "skip": "2", "error": "1;35"}
-
-
-def printable(text: str) -> str:
-    """``text`` with every character a terminal or viewer would act on shown as an escape instead: control
-    characters (ESC sequences that retitle or clear a terminal, a newline that fakes a report line or a Markdown
-    heading, NUL), and invisible format characters such as bidirectional overrides. Text from hosts, logs and
-    files passes through here in every text-like format; JSON escapes by itself."""
-    if text.isprintable():
-        return text
-    out = []
-    for character in text:
-        if character.isprintable():
-            out.append(character)
-        else:
-            code = ord(character)
-            out.append("\\x%02x" % code if code < 0x100 else "\\u%04x" % code if code < 0x10000 else "\\U%08x" % code)
-    return "".join(out)
 
 
 _MARKDOWN_SPECIAL = "\\`*_{}[]<>#|!"

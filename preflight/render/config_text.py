@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from preflight.render.blocks import printable
+from preflight.terminal import printable
 
 
 def render(document: Dict[str, Any]) -> str:

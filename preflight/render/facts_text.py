@@ -75,6 +75,6 @@ def render(snapshot: Dict[str, Any]) -> str:
                                                                                             key=lambda i: i[0].lower())
                   if isinstance(info, dict)]
         lines.append("- Packages: %s" % ", ".join(listed))
-    from preflight.render.blocks import printable
+    from preflight.terminal import printable
 
     return "\n".join(printable(line) for line in lines) + "\n"

@@ -9,7 +9,8 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 from preflight.fleet.aggregate import DRIFT_KEYS, DRIFT_WORDS, MAX_NAMES, SCHEMA, Fleet
 from preflight.fleet.hostlist import fold
-from preflight.render.blocks import csv_cell, markdown_text, printable, width, wrap
+from preflight.render.blocks import csv_cell, markdown_text, width, wrap
+from preflight.terminal import printable
 
 
 class FleetView(NamedTuple):

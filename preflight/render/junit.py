@@ -33,7 +33,7 @@ def render(report: Report) -> str:
         "skipped": str(counts["skip"]),
         "time": "%.3f" % report.seconds,
     })
-    from preflight.render.blocks import printable
+    from preflight.terminal import printable
 
     for result in report.results:
         message = printable(result.message)  # XML 1.0 cannot carry control characters

@@ -7,7 +7,8 @@ import os
 from preflight import units
 from preflight.capacity import estimate
 from preflight.capacity.planning import Plan
-from preflight.render.blocks import COLORS, markdown_text, paint, printable, width, wrap
+from preflight.render.blocks import COLORS, markdown_text, paint, width, wrap
+from preflight.terminal import printable
 
 
 def _gib(value: int) -> str:

@@ -80,7 +80,7 @@ def list_text(listing: RuleList) -> str:
 
 def _printable(lines: List[str]) -> str:
     """Rule files can be anyone's (--rules): their texts are shown, never acted on by the terminal."""
-    from preflight.render.blocks import printable
+    from preflight.terminal import printable
 
     return "\n".join(printable(line) for line in lines)
 
