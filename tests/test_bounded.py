@@ -31,6 +31,9 @@ def shapes(size: int):
         "short lines": (ANCHOR.strip() + "\n") * (size // len(ANCHOR)),
         "wrapped": "No labels\nfound in x\n" * (size // 20),
         "other case": "no LABELS found IN " * (size // len(ANCHOR)),
+        "one letter": "A" * size + "\n",  # every byte can begin an anchor: one regex per first byte
+        "one-byte anchor": "@" * size + "\n",  # an anchor at every byte of one line
+        "base64": (("QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo" * (size // 35 + 1))[:size]) + "\n",
     }
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 import sys
 import zlib
+from typing import List
 
 from preflight.commands import common
 from preflight.commands.options import CheckOptions, OutputOptions
@@ -25,15 +25,7 @@ def open_log(path: str):
     if os.path.isdir(path):
         raise PreflightError("%s is a folder, not a log file" % path, _HINT)
     try:
-        if path.endswith(".gz"):
-            stream = gzip.open(path, "rb")
-            try:
-                stream.peek(1)  # fail now, not half-way, on a file that is not gzip
-            except (OSError, EOFError, zlib.error) as exc:
-                stream.close()
-                raise _not_gzip(path, exc)
-            return stream
-        return open(path, "rb")
+        return open(path, "rb")  # gzip, UTF-16 and what is not text at all are told by their bytes
     except FileNotFoundError:
         raise PreflightError("%s: no such file" % path, _HINT)
     except PermissionError:
@@ -51,7 +43,7 @@ def run(path: str, options: CheckOptions, warn: common.Warn = None):
     """The diagnosis of the log at ``path``, its fixes made concrete with the facts options.facts_from allows
     (preflight.diagnose.whose_facts)."""
     from preflight.commands import pipeline, site
-    from preflight.diagnose import diagnosis
+    from preflight.diagnose import diagnosis, log_input
     from preflight.diagnose.scan import scan
 
     # The site configuration's rules and settings apply (facts_from among them); with --facts-from log this
@@ -60,18 +52,25 @@ def run(path: str, options: CheckOptions, warn: common.Warn = None):
     prepared = pipeline.prepare(options, warn, target=here, kinds=("failures", "capacity"), checking=False)
     options, ruleset = prepared.options, prepared.ruleset
     mode = options.facts_from
-    stream = open_log(path)
+    raw = open_log(path)
+    read_as: List[str] = []
+    gzipped = path.endswith(".gz")
     try:
+        stream = log_input.text_stream(raw, "standard input" if path == "-" else path, read_as)
+        gzipped = gzipped or "read as gzip" in read_as
         result = scan(stream, ruleset.log_entries(), clues=list(ruleset.clues.values()))
-    except (EOFError, zlib.error) as exc:  # a damaged or truncated .gz
+    except (EOFError, zlib.error) as exc:  # a damaged or truncated gzip stream
         raise _not_gzip(path, exc)
-    except OSError as exc:  # a read error, or a damaged .gz
-        if path.endswith(".gz"):
+    except OSError as exc:  # a read error, or a damaged gzip stream
+        if gzipped:
             raise _not_gzip(path, exc)
         raise PreflightError("%s: reading failed: %s" % (path, exc), "is the file complete and readable?")
     finally:
-        if stream is not getattr(sys.stdin, "buffer", None):
-            stream.close()
+        if raw is not getattr(sys.stdin, "buffer", None):
+            raw.close()
+    if result.binary_bytes:
+        read_as.append("lines of bytes that are not text (a binary stretch in the log, %s) were passed over"
+                       % _size(result.binary_bytes))
     found = diagnosis.findings(result)
     snapshot, facts_source = None, None
     if found and mode != "log":
@@ -83,8 +82,15 @@ def run(path: str, options: CheckOptions, warn: common.Warn = None):
                                                      prepared.applied.early_facts)
     label = "this machine" if not options.facts_file else "the snapshot %s" % options.facts_file
     completion = diagnosis.complete(found, ruleset, snapshot, prepared.resolve, result, mode, label, options.python)
-    return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source, completion.notes,
+    notes = ["the log was %s" % how if how.startswith("read") else how for how in read_as] + completion.notes
+    return diagnosis.Diagnosis("stdin" if path == "-" else path, result, found, facts_source, notes,
                                completion.facts)
+
+
+def _size(count: int) -> str:
+    from preflight.units import format_bytes
+
+    return format_bytes(count)
 
 
 def main(path: str, options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) -> int:

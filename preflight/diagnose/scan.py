@@ -22,14 +22,19 @@ from typing import BinaryIO, Deque, Dict, List, Optional, Tuple
 
 from preflight.diagnose.failures import Clue, Failure, normalize_bytes
 from preflight.diagnose.families import MOST_ROWS, Family
+from preflight.diagnose.log_input import binary_share
 
 CHUNK = 4 << 20
 MAX_LINE = 64 << 10     # longer lines are only looked at around a match
 WINDOW = 2000           # bytes of context kept either side of a match in a huge line
+AHEAD = 4 * WINDOW      # bytes after a match in a huge line looked at with it: later anchors there need no window
 EXCERPT = 400           # characters of a matching line shown to the user
 TAIL_BYTES = 256 << 10
 TAIL_LINE = 4096        # bytes of one tail line looked at for error words
 TAIL_TRIES = 64         # places of one anchor tried in each form of the forgiving pass over the tail
+BINARY_LINE = 0.05      # a line (or window) with a larger share of bytes no text holds is not matched
+DENSITY_SAMPLE = 64 << 10
+DENSE = 0.1             # share of bytes that can begin an anchor above which one regex per first byte is used
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
 # "Error\b" finds the same lines as "[A-Za-z]*Error\b" in linear time (the prefix could be empty anyway).
 _ERRORISH = re.compile(r"Traceback|Error\b|Exception|\bFAILED\b|\bfailed\b|\bFatal\b|\bfatal\b|\bKilled\b|"
@@ -70,6 +75,7 @@ class ScanResult:
         self.tail = b""
         self.tail_first_line = 1  # line number of the first complete line in ``tail``
         self.examined = 0  # bytes patterns were tried on (both passes): linear in the log's size
+        self.binary_bytes = 0  # bytes of stretches that are not text, passed over
 
     def error_lines(self, most: int = 8) -> List[Tuple[int, str]]:
         """The last error-looking lines of the log, with their line numbers."""
@@ -130,6 +136,41 @@ def _trie_regex(words: List[bytes]) -> "re.Pattern[bytes]":
     return re.compile(build(trie))
 
 
+class Literals:
+    """Many byte strings to find in a text, found fast whatever the text. One trie-shaped regex of them all costs
+    about 90 ns at every byte that can begin one; where such bytes are most of the text (prose, a huge line of
+    letters, base64) one regex per first byte, each led by a literal the regex engine skips to, is several times
+    faster (measured with scripts/bench_diagnose.py --shapes). Each text gets the faster of the two."""
+
+    def __init__(self, words: List[bytes]) -> None:
+        words = sorted(set(words), key=len, reverse=True)
+        self.regex = _trie_regex(words)
+        by_first: Dict[int, List[bytes]] = {}
+        for word in words:
+            by_first.setdefault(word[0], []).append(word)
+        self.by_first = [_trie_regex(group) for group in by_first.values()]
+        self.firsts = [bytes([first]) for first in by_first]
+        self.not_first = bytes(byte for byte in range(256) if byte not in by_first)
+
+    def finder(self, text: bytes):
+        """Something with ``search(text, position)`` giving the earliest, then longest, match from position."""
+        sample = text[:DENSITY_SAMPLE]
+        if not sample or len(sample.translate(None, self.not_first)) < DENSE * len(sample):
+            return self.regex
+        return _Merged(self.by_first, text)
+
+    def finditer(self, text: bytes):
+        """Non-overlapping matches from the start, as ``re.finditer`` gives them."""
+        finder = self.finder(text)
+        position = 0
+        while True:
+            found = finder.search(text, position)
+            if found is None:
+                return
+            yield found
+            position = max(found.end(), position + 1)
+
+
 class Scanner:
     """The whole log is searched for the anchors as written (case-sensitive, raw bytes: fast); its last
     TAIL_BYTES again, forgivingly: case ignored, typographic quotes and markdown normalized, and lines joined
@@ -143,10 +184,9 @@ class Scanner:
                 self.by_anchor.setdefault(search_key(pattern.anchor.encode("utf-8")), []).append((entry, pattern))
                 if not isinstance(entry, Clue):
                     self.by_key.setdefault(pattern.key.encode("utf-8"), []).append((entry, pattern))
-        self.keys = _trie_regex(list(self.by_key)) if self.by_key else None
-        anchors = sorted(self.by_anchor, key=len, reverse=True)
-        self.anchors = _trie_regex(anchors) if anchors else None
-        self.overlap = max((len(a) for a in anchors), default=1)
+        self.keys = Literals(list(self.by_key)) if self.by_key else None
+        self.anchors = Literals(list(self.by_anchor)) if self.by_anchor else None
+        self.overlap = max((len(a) for a in self.by_anchor), default=1)
 
     def scan(self, stream: BinaryIO, chunk_size: int = CHUNK) -> ScanResult:
         result = ScanResult()
@@ -251,36 +291,49 @@ class Scanner:
     def _search(self, buffer: bytes, end: int, line_base: int, result: ScanResult) -> None:
         if self.anchors is None:
             return
+        finder = self.anchors.finder(buffer)
         position = 0
         counted_to, line = 0, line_base
         while True:
             # Matches must *start* before ``end``; the bytes after it are looked at again next time.
-            found = self.anchors.search(buffer, position)
+            found = finder.search(buffer, position)
             if found is None or found.start() >= end:
                 return
-            start = buffer.rfind(b"\n", 0, found.start()) + 1
-            stop = buffer.find(b"\n", found.start(), len(buffer))
-            stop = len(buffer) if stop == -1 else stop
+            # The line around the match, looked for no further than MAX_LINE each way: in a huge line a search
+            # to its far ends at every match would cost the line's length each time.
+            lowest = max(0, found.start() - MAX_LINE - 1)
+            start = buffer.rfind(b"\n", lowest, found.start()) + 1 or lowest
+            highest = min(len(buffer), found.start() + MAX_LINE + 1)
+            stop = buffer.find(b"\n", found.start(), highest)
+            stop = highest if stop == -1 else stop
             line += buffer.count(b"\n", counted_to, start)
             counted_to = start
             if stop - start > MAX_LINE:
                 start = max(start, found.start() - WINDOW)
-                stop = min(stop, found.end() + WINDOW)
-                # Anchors up to WINDOW/2 before this window's end are covered by it (a match longer
-                # than that is not expected); the next search starts there, so windows advance by at
-                # least WINDOW/2 and each byte is looked at a few times at most, however often the
-                # anchor repeats.
-                position = max(found.end(), stop - WINDOW // 2)
+                if stop > found.end() + AHEAD:
+                    stop = found.end() + AHEAD
+                    # Anchors up to WINDOW/2 before this window's end are covered by it, with at least WINDOW
+                    # of text before them (a match longer than that is not expected); the next search starts
+                    # there, so windows advance by about AHEAD and each byte is looked at about once, however
+                    # often the anchor repeats.
+                    position = max(found.end(), stop - WINDOW // 2)
+                else:
+                    position = stop + 1  # the window reaches the line's end: every anchor left in it is covered
             else:
                 position = stop + 1
-            result.examined += stop - start
-            self._match_line(buffer[start:stop], line, result)
+            raw = buffer[start:stop]
+            if binary_share(raw) > BINARY_LINE:  # bytes no message holds (a binary stretch in the log): passed over
+                result.binary_bytes += len(raw)
+            else:
+                result.examined += stop - start
+                self._match_line(raw, line, result)
             if position >= end:
                 return
 
     def _match_line(self, raw: bytes, line: int, result: ScanResult) -> None:
+        present = {first for first in self.anchors.firsts if first in raw}  # a few byte searches rule out most anchors
         for anchor, candidates in self.by_anchor.items():
-            if anchor not in raw:
+            if anchor[:1] not in present or anchor not in raw:
                 continue
             text = clean(raw, anchor.decode("utf-8"))
             for failure, pattern in candidates:
@@ -304,6 +357,33 @@ class Scanner:
                         hit.last_line = line
                     for name, value in groups.items():
                         hit.groups.setdefault(name, value)
+
+
+class _Merged:
+    """The earliest match of several regexes in one buffer, as one regex's ``search`` would give it: each regex
+    is searched again only once the position passes its last match, so the buffer is scanned once per regex
+    however often this is asked."""
+
+    def __init__(self, regexes: List["re.Pattern[bytes]"], buffer: bytes) -> None:
+        self.regexes = regexes
+        self.buffer = buffer
+        self.next: List[object] = [None] * len(regexes)  # None: not searched yet; False: no match left
+
+    def search(self, buffer: bytes, position: int):
+        best = None
+        for index, regex in enumerate(self.regexes):
+            found = self.next[index]
+            if found is False:
+                continue
+            if found is None or found.start() < position:
+                found = regex.search(self.buffer, position) or False
+                self.next[index] = found
+                if found is False:
+                    continue
+            if best is None or found.start() < best.start() or (found.start() == best.start()
+                                                                 and found.end() > best.end()):
+                best = found
+        return best
 
 
 def _is_family(entry) -> bool:

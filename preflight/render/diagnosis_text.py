@@ -25,6 +25,8 @@ def render(diagnosis: Diagnosis, color: bool = False, columns: int = 0) -> str:
     if not found:
         add(head + "no known problem recognised", "", "  ")
         add(diagnosis.facts.header)
+        for note in diagnosis.notes:
+            add(note, "note: ")
         errors = diagnosis.scan.error_lines()
         if errors:
             lines.append("")
