@@ -57,7 +57,7 @@ def run(path: str, options: CheckOptions, warn: common.Warn = None):
     gzipped = path.endswith(".gz")
     try:
         stream = log_input.text_stream(raw, "standard input" if path == "-" else path, read_as)
-        gzipped = gzipped or "read as gzip" in read_as
+        gzipped = gzipped or "read as gzip" in read_as  # a damaged stream is then a damaged gzip file
         result = scan(stream, ruleset.log_entries(), clues=list(ruleset.clues.values()))
     except (EOFError, zlib.error) as exc:  # a damaged or truncated gzip stream
         raise _not_gzip(path, exc)

@@ -99,9 +99,10 @@ def text_stream(stream: BinaryIO, name: str, notes: List[str]):
     not a text log."""
     head = _read_head(stream)
     if head.startswith(b"\x1f\x8b"):
-        notes.append("read as gzip")
+        if not name.endswith(".gz"):
+            notes.append("read as gzip")
         unpacked = gzip.GzipFile(fileobj=_Prefixed(head, stream), mode="rb")  # type: ignore[arg-type]
-        return text_stream(unpacked, name, notes)
+        return text_stream(unpacked, name[:-3] if name.endswith(".gz") else name, notes)
     if name.endswith(".gz"):
         notes.append("not gzip, though named .gz: read as it is")
     if head.startswith(codecs.BOM_UTF8):
