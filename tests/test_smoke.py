@@ -414,3 +414,20 @@ def test_a_gpu_that_computes_wrong_results_is_named_by_its_pci_address_and_uuid(
     steps = found["smoke.matmul.fp16"]["fix"]["steps"]
     assert "It is GPU 3 (NVIDIA H100 80GB HBM3) at PCI address %s, UUID %s." % (third["pci_bus_id"], third["uuid"]) \
         in steps
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="a checkout owned by another user needs root to make (CI runs as root)")
+def test_as_root_a_checkout_another_user_can_change_is_refused_unless_trusted(tmp_path):
+    checkout = _checkout(tmp_path / "yolov9")
+    args = ("smoke", "--python", sys.executable, "--device", "cpu", "--workload", "gelan-c", "--repo", str(checkout),
+            "--format", "json")
+    os.chown(str(checkout), 65534, 65534)
+    refused = run_cli(*args)
+    assert refused.returncode == 2 and "user 65534 owns it" in refused.stderr and "--trust-repo" in refused.stderr
+    os.chown(str(checkout), 0, 0)
+    (checkout / "models").chmod(0o777)
+    refused = run_cli(*args)
+    assert refused.returncode == 2 and "others can write it (mode 777)" in refused.stderr, refused.stderr
+    trusted = run_cli(*args, "--trust-repo")
+    assert trusted.returncode != 2 and "--repo" not in trusted.stderr, trusted.stderr
