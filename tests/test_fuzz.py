@@ -41,10 +41,16 @@ with open(LOG, "w") as handle:
                  "is too old (found version 11040).\n")
 
 
+EMPTY = tempfile.mkdtemp(prefix="preflight-fuzz-cwd-")
+
+
 def run_main(argv):
-    """The real CLI in this process: (exit code, stdout, stderr)."""
+    """The real CLI in this process: (exit code, stdout, stderr). It runs in an empty working folder, which must
+    stay empty: no command line writes a file it was not asked to."""
     out, err = io.StringIO(), io.StringIO()
     code = None
+    here = os.getcwd()
+    os.chdir(EMPTY)
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             cli.main(list(argv))
@@ -52,6 +58,8 @@ def run_main(argv):
             code = exc.code
         finally:
             process.reopen()  # main() closed helpers on its way out, as the real process would exit
+            os.chdir(here)
+    assert os.listdir(EMPTY) == [], (argv, os.listdir(EMPTY))
     return code, out.getvalue(), err.getvalue()
 
 
