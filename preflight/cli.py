@@ -694,8 +694,8 @@ def _build_exec() -> click.Command:
                                     "job controller can tell an unfit node from a crashed script.")
     @click.option("--termination-log", default="/dev/termination-log", show_default=True, metavar="FILE",
                   shell_complete=_complete_files,
-                  help="When the checks keep COMMAND from starting, write the reason as one line here if the file "
-                       "exists and is writable (Kubernetes' terminationMessagePath).")
+                  help="When the checks keep COMMAND from starting, write the reason as one line here: the default "
+                       "only when it exists (Kubernetes' terminationMessagePath), a FILE given here is created.")
     @declare(KEEP)
     @check_options(PROBE)
     @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
