@@ -12,6 +12,7 @@ entry, never an exception.
 from __future__ import annotations
 
 import gzip
+import ipaddress
 import json
 import os
 import socket
@@ -134,6 +135,12 @@ def check_url(url: str) -> None:
     except ValueError as exc:
         raise PreflightError("%s is not a URL fleet can fetch: %s" % (url, exc),
                              "give http://HOST:PORT of a preflight serve, e.g. http://gpu07:10480")
+    if "[" in parts.netloc:  # Python 3.11 checks a bracketed host itself; 3.8 lets https://[zz]/ through
+        try:
+            ipaddress.IPv6Address(host.partition("%")[0])
+        except ValueError:
+            raise PreflightError("%s is not a URL fleet can fetch: %s is not an IPv6 address" % (url, host),
+                                 "give http://HOST:PORT of a preflight serve, e.g. http://gpu07:10480") from None
     if not host or port == 0 or any(ord(c) < 33 or ord(c) == 127 for c in url):
         raise PreflightError("%s is not a URL fleet can fetch: %s" % (
             url, "it names no host" if not host else "port 0" if port == 0 else "it holds spaces or control "
