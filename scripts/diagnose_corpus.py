@@ -25,8 +25,9 @@ every word of one of them.
 Prints per corpus: precision (first findings that are right, of all texts
 where something was found), recall (texts whose expected failure came first,
 of all texts that have one), false alarms (clean texts where something was
-found), and how many right first findings have a fix that matches the
-thread's resolution.
+found), how many right first findings have a fix that matches the thread's
+resolution, and in how many of those the fix's first step (its title, first
+step and first command: what it asks the user to do first) already does.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class Outcome(NamedTuple):
     case: Case
     found: List[str]
     fix_text: str = ""  # the first finding's cause, context and fix, as shown
+    first_step: str = ""  # what the fix asks the user to do first: its title, first step and first command
 
     @property
     def first(self) -> Optional[str]:
@@ -74,8 +76,18 @@ class Outcome(NamedTuple):
     @property
     def fix_matches(self) -> bool:
         """A keyword matches when every word of it appears in what the finding shows (any order, any case)."""
-        text = self.fix_text.lower()
-        return any(all(word in text for word in keyword.lower().split()) for keyword in self.case.keywords)
+        return _names_one(self.fix_text, self.case.keywords)
+
+    @property
+    def first_step_matches(self) -> bool:
+        """Whether the first thing the fix asks for is what resolved the thread (not a later step or an aside)."""
+        return _names_one(self.first_step, self.case.keywords)
+
+
+def _names_one(text: str, keywords: List[str]) -> bool:
+    """A keyword matches when every word of it appears in the text (any order, any case)."""
+    text = text.lower()
+    return any(all(word in text for word in keyword.lower().split()) for keyword in keywords)
 
 
 def read_corpus(folder: str) -> List[Case]:
@@ -111,6 +123,12 @@ def _shown(finding) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _first_step(finding) -> str:
+    fix = finding.fix or {}
+    parts = [fix.get("title") or ""] + list(fix.get("steps") or [])[:1] + list(fix.get("commands") or [])[:1]
+    return "\n".join(p for p in parts if p)
+
+
 def run(cases: List[Case]) -> List[Outcome]:
     ruleset = loader.load(failures=True)
     clues = list(getattr(ruleset, "clues", {}).values())  # older preflights (for comparison) have none
@@ -122,7 +140,8 @@ def run(cases: List[Case]) -> List[Outcome]:
         found = diagnosis.findings(result)
         if found:
             diagnosis.complete(found, ruleset, None, None, result)  # the log's own values only, no machine
-        outcomes.append(Outcome(case, [_key(f) for f in found], _shown(found[0]) if found else ""))
+        outcomes.append(Outcome(case, [_key(f) for f in found], _shown(found[0]) if found else "",
+                                _first_step(found[0]) if found else ""))
     return outcomes
 
 
@@ -139,6 +158,7 @@ def score(outcomes: List[Outcome]) -> Dict[str, float]:
         "precision": len(right) / len(fired) if fired else 1.0,
         "recall": len(right) / len(expected) if expected else 1.0,
         "fix_judged": len(judged), "fix_matches": len([o for o in judged if o.fix_matches]),
+        "first_step_matches": len([o for o in judged if o.first_step_matches]),
     }
 
 
@@ -147,14 +167,17 @@ def report(name: str, outcomes: List[Outcome], verbose: bool) -> Dict[str, float
         mark = "ok  " if (outcome.right if outcome.case.expect else not outcome.first) else "MISS"
         if outcome.right and outcome.case.keywords and not outcome.fix_matches:
             mark = "fix?"
+        elif outcome.right and outcome.case.keywords and not outcome.first_step_matches:
+            mark = "1st?"
         if verbose or mark != "ok  ":
             print("%s %-44s expected %-46s found %s" % (mark, outcome.case.name, outcome.case.expect or "none",
                                                         ", ".join(outcome.found) or "nothing"))
     s = score(outcomes)
     print("%s: %d texts (%d failures, %d clean or user bugs): recognised %d, first finding right %d; precision "
-          "%.3f, recall %.3f; false alarms %d of %d; the fix matches the thread's resolution in %d of %d"
-          % (name, s["texts"], s["with_cause"], s["clean"], s["recognised"], s["right"], s["precision"],
-             s["recall"], s["false_alarms"], s["clean"], s["fix_matches"], s["fix_judged"]))
+          "%.3f, recall %.3f; false alarms %d of %d; the fix matches the thread's resolution in %d of %d, its first "
+          "step in %d" % (name, s["texts"], s["with_cause"], s["clean"], s["recognised"], s["right"], s["precision"],
+                          s["recall"], s["false_alarms"], s["clean"], s["fix_matches"], s["fix_judged"],
+                          s["first_step_matches"]))
     return s
 
 
