@@ -28,6 +28,11 @@ def _missing(package):
 
 # failure -> rule -> (the change to the reference machine that has the failure's cause, the run's context)
 ENVIRONMENTS = {
+    "slurm.gres_count_low": {"gpu.health": {"nvml.gpus.0.lost": True},
+                             "gpu.expected_count": ({}, {"count": 8, "source": "Slurm Gres", "scope": "machine"})},
+    "slurm.gres_conf": {"nvml.init": NOT_LOADED, "gpu.count": NO_GPU},
+    "container.proc_driver_mount": {"nvml.init": {"nvml.init.status": "driver_library_mismatch"}},
+    "container.device_plugin_nvml": {"nvml.init": NO_LIBRARY},
     "cuda.oom": {"gpu.memory": LOW_MEMORY},
     "yolov9.amp_check_failed": {"gpu.memory": LOW_MEMORY, "gpu.health": ECC},
     "torch.no_kernel_image": {"torch.arch": OLD_SM},

@@ -604,3 +604,60 @@ def test_out_of_memory_advice_sizes_the_run_for_this_machine_when_the_log_has_no
     _, report = diagnose_json(ARGS % (32, 0) + oom, "--nvml-fixture", nvml_fixture("rtx3060-12g-driver525.json"))
     step = report["matches"][0]["fix"]["steps"][0]
     assert step.startswith("At --img 640, yolov9-c fits about ") and "in the 11919 MiB a process can use" in step, step  # 97% of NVML total
+
+
+# --- fixes aimed at the process and the size that failed ------------------------------------------------------
+
+def _diagnosis(text):
+    return diagnose_json(text, "--no-facts")[1]
+
+
+def test_one_allocation_larger_than_the_gpu_is_not_answered_with_a_smaller_batch():
+    huge = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 37.25 GiB. GPU 0 has a total "
+            "capacity of 7.79 GiB of which 6.91 GiB is free.\n")
+    fix = _diagnosis(huge)["matches"][0]["fix"]
+    assert fix["steps"][0].startswith("One allocation of 37.25 GiB is more than the GPU's whole 7.79 GiB"), fix
+    assert not any("lower the batch" in step.lower() or "--batch-size" in step or "expandable_segments" in step
+                   for step in fix["steps"]), fix
+    old_format = ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 11.17 GiB total capacity; "
+                  "10.56 GiB already allocated; 9.81 MiB free; 10.71 GiB reserved in total by PyTorch)\n")
+    fix = _diagnosis(old_format)["matches"][0]["fix"]
+    assert "Lower the batch size" in fix["steps"][0] and any("expandable_segments" in s for s in fix["steps"]), fix
+
+
+def test_a_launcher_child_killed_by_sigkill_gets_host_memory_advice_for_its_ranks():
+    text = ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 1322) of "
+            "binary: /root/miniconda3/bin/python\n")
+    match = _diagnosis(text)["matches"][0]
+    assert match["id"] == "host.oom_killed"
+    assert "DataLoader" not in match["fix"]["title"] and "torchrun rank" in match["fix"]["steps"][1], match["fix"]
+
+
+def test_torch_240s_fbgemm_dll_is_named_with_the_library_it_needs():
+    wrapped = ('02:54:18 ERROR    Could not load torch: [WinError 126] Das angegebene Modul wurde nicht gefunden. '
+               'Error loading\n                         "P:\\AI\\venv\\lib\\site-packages\\torch\\lib\\fbgemm.dll" or '
+               'one of its dependencies.\n')
+    match = _diagnosis(wrapped)["matches"][0]
+    assert match["id"] == "windows.torch_dll" and "libomp140.x86_64.dll" in match["fix"]["steps"][0], match
+    other = ('OSError: [WinError 126] The specified module could not be found. Error loading "C:\\Python310\\lib\\'
+             'site-packages\\torch\\lib\\caffe2_nvrtc.dll" or one of its dependencies.\n')
+    steps = _diagnosis(other)["matches"][0]["fix"]["steps"]
+    assert "libomp140" not in " ".join(steps) and "Visual C++ Redistributable" in steps[0], steps
+
+
+def test_a_class_written_as_a_float_is_a_label_problem_named_with_its_class():
+    text = "AssertionError: Label class 2.0 exceeds nc=2 in ./data/custom_data.yaml. Possible class labels are 0-1\n"
+    match = _diagnosis(text)["matches"][0]
+    assert match["id"] == "yolov9.label_class_exceeds_nc"
+    assert match["fix"]["steps"][0].startswith("Find the label files that use class 2.0: nc=2 allows"), match["fix"]
+
+
+def test_slurm_refusals_are_a_family_read_from_slurms_own_error_strings():
+    for line, row in (("sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification",
+                       "Invalid generic resource (gres) specification"),
+                      ("srun: error: Unable to allocate resources: Requested node configuration is not available",
+                       "Requested node configuration is not available")):
+        match = _diagnosis(line + "\n")["matches"][0]
+        assert match["key"] == "slurm.error/" + row and match["confidence"] == "family", match
+    # A Slurm error the table does not explain is no finding: a lookup table lists only what it can explain.
+    assert not _diagnosis("srun: error: cn125: task 0: Segmentation fault (core dumped)\n")["matches"]

@@ -24,7 +24,8 @@ def diagnose(text, *args, env=None):
 
 
 def field(name):
-    return (FIELD / name).read_text(encoding="utf-8")
+    """A text of tests/corpus-field by its name, or of another corpus by its folder and name."""
+    return ((FIELD.parent / name) if "/" in name else (FIELD / name)).read_text(encoding="utf-8")
 
 
 def first(report):
@@ -247,20 +248,22 @@ def _expected(name):
 
 
 def family_texts():
-    """Every failure family of the catalog -> the field texts whose header expects it (``family`` or ``family/row``),
-    read from the corpus itself: a new family is covered only when texts for it are there."""
+    """Every failure family of the catalog -> the public texts whose header expects it (``family`` or ``family/row``),
+    from tests/corpus-field and tests/corpus-heldout: a new family is covered only when texts for it are there."""
     families = loader.load(failures=True).families
     found = {family: [] for family in families}
-    for path in sorted(FIELD.glob("*.txt")):
-        expected = _expected(path.name).split("/", 1)[0]
-        if expected in found:
-            found[expected].append(path.name)
+    for folder in (FIELD, FIELD.parent / "corpus-heldout"):
+        for path in sorted(folder.glob("*.txt")):
+            name = path.name if folder == FIELD else "%s/%s" % (folder.name, path.name)
+            expected = _expected(name).split("/", 1)[0]
+            if expected in found:
+                found[expected].append(name)
     return found
 
 
 def test_every_family_has_real_texts_from_two_public_sources():
     thin = {family: names for family, names in family_texts().items() if len({source_of(n) for n in names}) < 2}
-    assert not thin, "families without texts from two public sources in tests/corpus-field: %s" % thin
+    assert not thin, "families without texts from two public sources in tests/corpus-field or -heldout: %s" % thin
 
 
 @pytest.mark.parametrize("family", sorted(family_texts()))

@@ -459,6 +459,9 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
             merged = dict(base)
             for layer in (values, from_checks, failure.values, from_log, markers):
                 merged.update(layer)
+            if _larger_than_the_gpu(groups):
+                merged.pop("when_request_may_fit", None)
+                merged["when_request_exceeds_gpu"] = ""
             if "missing" in groups:
                 for name in _OTHER_PACKAGES:
                     merged.pop(name, None)
@@ -471,6 +474,15 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
         finding.context = context
         finding.fix = failure.fix.render(merged_sets[0], TITLE_WORDS)
     return Completion(notes, decision)
+
+
+def _larger_than_the_gpu(groups: Dict[str, str]) -> bool:
+    """Whether an out-of-memory message asked for more in one allocation than the whole GPU has: then no batch
+    size or freed memory helps, and the fix says so instead."""
+    try:
+        return units.parse_bytes(groups["requested"]) > units.parse_bytes(groups["capacity"])
+    except (KeyError, ValueError):
+        return False
 
 
 def _as_said(value: str) -> str:

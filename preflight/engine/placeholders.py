@@ -33,6 +33,10 @@ LOG_VALUES = {
     "dll": "a Windows DLL named in the message",
     "peer": "the address of a peer NCCL could not reach",
     "winerror": "a Windows error number (WinError N)",
+    "capacity": "the GPU's whole memory as an out-of-memory message states it (12.00 GiB)",
+    "omp_dll": "torch's DLL that needs the OpenMP runtime libomp140.x86_64.dll (fbgemm)",
+    "label_class": "the highest class index a YOLO label file uses (2.0)",
+    "nc": "the number of classes a YOLO data YAML declares",
 }
 # Values computed from a named group (see diagnose.diagnosis).
 # The torch to install (torch_wheels.fix_values) follows from the driver's CUDA and the GPU the log names.
@@ -84,6 +88,8 @@ FIX_CONDITIONS = {
     "when_libraries_older": "the log shows user-space NVIDIA libraries older than the loaded kernel module",
     "when_gpu": "the machine has an NVIDIA GPU (this machine's facts, or the log's nvidia-smi)",
     "when_no_gpu": "the machine is known to have no NVIDIA GPU",
+    "when_request_exceeds_gpu": "the out-of-memory message shows one allocation larger than the GPU's whole memory",
+    "when_request_may_fit": "no out-of-memory message shows one allocation larger than the GPU's whole memory",
     "when_interpreter_guessed": "diagnose names no interpreter of the job's own: neither the log's traceback nor --python shows it",
 }
 

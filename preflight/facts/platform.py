@@ -47,6 +47,7 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, 
         "when_yolov9": yolo == "yolov9" or (not yolo and not run.get("program")),
     }
     holds["when_not_yolov9"] = not holds["when_yolov9"]
+    holds["when_request_may_fit"] = True  # diagnose turns it round for a message that says otherwise
     # A driver/library mismatch has two directions: libraries newer than the loaded module (an upgrade awaiting a
     # reboot, or a module that was never built for this kernel) or older (held-back or image-shipped libraries).
     order = _compare(run.get("library_version"), run.get("module_version"))
