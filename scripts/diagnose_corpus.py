@@ -12,6 +12,7 @@ Each text is a failure users posted publicly, with a header:
     # source: URL
     # expect: ID | ID/KEY | none
     # resolution_keywords: words, from, the thread's resolution   (or "(none: why)")
+    # missed: why                     (optional) a known gap, kept as evidence and counted in the scores
 
 ``expect`` is the first finding wanted (``none`` for clean logs and user-code
 bugs, on which nothing may fire); a family finding is ``ID/KEY`` (the row of
@@ -55,6 +56,7 @@ class Case(NamedTuple):
     expect: Optional[str]  # None: nothing may fire
     text: str
     keywords: List[str] = []
+    missed: str = ""  # "# missed: why": a known gap, kept as evidence; the tests do not require it found
 
 
 class Outcome(NamedTuple):
@@ -107,7 +109,7 @@ def read_corpus(folder: str) -> List[Case]:
         said = header.get("resolution_keywords", "")
         # "(none: ...)" says the thread was read and has no resolution to compare with.
         keywords = [] if said.startswith("(") else [k.strip() for k in said.split(",") if k.strip()]
-        cases.append(Case(name, header["source"], expect, "\n".join(lines), keywords))
+        cases.append(Case(name, header["source"], expect, "\n".join(lines), keywords, header.get("missed", "")))
     return cases
 
 

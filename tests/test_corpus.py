@@ -88,8 +88,11 @@ def test_the_heldout_texts_are_their_own_and_stay_recognised():
         assert case.source.startswith("https://") and case.source not in others, case.name
     outcomes = corpus.run(HELDOUT_CASES)
     wrong = [(o.case.name, o.case.expect, o.found) for o in outcomes
-             if (not o.right if o.case.expect else o.first is not None)]
+             if (not o.right if o.case.expect else o.first is not None) and not o.case.missed]
     assert not wrong, wrong
+    # A known gap says why; once it is found, its header must say so (no stale "missed").
+    found_anyway = [o.case.name for o in outcomes if o.case.missed and o.right]
+    assert not found_anyway, found_anyway
 
 
 def test_the_first_step_of_a_fix_is_what_resolved_the_thread():

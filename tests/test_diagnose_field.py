@@ -256,7 +256,7 @@ def family_texts():
         for path in sorted(folder.glob("*.txt")):
             name = path.name if folder == FIELD else "%s/%s" % (folder.name, path.name)
             expected = _expected(name).split("/", 1)[0]
-            if expected in found:
+            if expected in found and "\n# missed:" not in field(name):
                 found[expected].append(name)
     return found
 

@@ -37,6 +37,7 @@ LOG_VALUES = {
     "omp_dll": "torch's DLL that needs the OpenMP runtime libomp140.x86_64.dll (fbgemm)",
     "label_class": "the highest class index a YOLO label file uses (2.0)",
     "nc": "the number of classes a YOLO data YAML declares",
+    "node": "a cluster node's name (Slurm's messages)",
 }
 # Values computed from a named group (see diagnose.diagnosis).
 # The torch to install (torch_wheels.fix_values) follows from the driver's CUDA and the GPU the log names.
@@ -67,6 +68,11 @@ CLUE_VALUES = {
     "site_packages": "the run's site-packages folder (traceback paths)",
     "library_version": "the NVIDIA user-space library version (nvidia-smi's 'NVML library version')",
     "module_version": "the loaded NVIDIA kernel module version (NVRM: API mismatch, /proc/driver/nvidia/version)",
+    "nccl_ifname": "NCCL_SOCKET_IFNAME as the run's NCCL read it (NCCL_DEBUG=INFO)",
+    "nccl_interface": "the network interface the run's NCCL chose (NCCL_DEBUG=INFO 'Using [0]eth0')",
+    "gres": "the GPUs a Slurm job asked for with --gres (its #SBATCH lines or command)",
+    "gpus": "the GPUs a Slurm job asked for with --gpus",
+    "partition": "the Slurm partition a job script names",
 }
 # Markers a fix line can carry so that it shows only where it applies: each is "" (shown) or unknown (the line is
 # left out). Computed from a log's clues and this machine's facts (facts.platform): by diagnose, and by check
