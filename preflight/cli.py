@@ -605,12 +605,16 @@ def _build_fleet() -> click.Command:
     @click.option("--baseline", metavar="NODE|FILE",
                   help="A known-good node (its name among the files read) or its report or snapshot file: list the "
                        "facts on which each node differs from it.")
+    @click.option("--nodes", "nodes_of", metavar="RULE[:GROUP]",
+                  help="Print only the folded list of the nodes RULE fails or warns on (GROUP: those given its Nth "
+                       "fix, as the report numbers them), to paste into scontrol or pdsh; empty when no node has it. "
+                       "Exit 0, or 2 when RULE is not a rule of the nodes read.")
     @click.option("--format", "output_format", type=click.Choice(format_names("fleet")),
                   default="text", show_default=True)
     @OUTPUT
     @setting("rules", help="Add or override rules (as check --rules) for the snapshots evaluated here.")
     @check_options(CHECK_WITHOUT_FACTS)
-    def fleet(options, paths, baseline, output_format, output) -> int:
+    def fleet(options, paths, baseline, nodes_of, output_format, output) -> int:
         """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz; '-' reads a
         stream of them from standard input; http://HOST:PORT reads a preflight serve's /report, 32 at a time, 10 s
         each), snapshots evaluated here with the same rules and options as check. Which nodes are not ready and why
@@ -618,7 +622,7 @@ def _build_fleet() -> click.Command:
         gpu-b[001-040,044]), and the drift."""
         from preflight.commands import fleet as command
 
-        return command.main(options, list(paths), baseline, _shown(output_format, output), _warn)
+        return command.main(options, list(paths), baseline, _shown(output_format, output), _warn, nodes_of)
     return fleet
 
 

@@ -210,9 +210,19 @@ def test_the_html_report_works_in_a_real_browser(fleet_dir, tmp_path):
         anchor = "".join(c if c.isalnum() else "-" for c in first_rule)
         details = page.locator("#fix-%s" % anchor)
         assert details.evaluate("d => d.open") is False
-        page.locator('#matrix td[data-rule="%s"]' % anchor).first.click()
+        page.locator('#matrix td[data-target^="fix-%s-"]' % anchor).first.click()
         assert details.evaluate("d => d.open") is True
         assert "Take this GPU" in details.inner_text() or details.inner_text()
+        # Every clickable cell leads to the group its own row's nodes are in (a lost GPU's unknown results to
+        # the lost GPU's fix), read back from the page: the row's nodes and the group's folded list.
+        from preflight.fleet.hostlist import expand
+
+        cells = page.evaluate("""() => Array.from(document.querySelectorAll('#matrix td[data-target]')).map(
+            td => [td.dataset.target, td.closest('tr').querySelector('th').title])""")
+        assert cells
+        for target, row_nodes in cells:
+            group = page.locator("#%s code.nodes" % target).first.text_content()
+            assert set(row_nodes.split(", ")) <= set(expand(group)), (target, row_nodes, group)
         assert page.locator("svg").count() == 6  # one drift chart per key
 
 

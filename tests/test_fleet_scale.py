@@ -63,7 +63,9 @@ def test_nodes_are_grouped_by_their_own_fix_with_their_gpus(reports):
     assert "-i 5" not in " ".join(ecc["fix"]["commands"])  # the ECC node's own fix, not the lost GPU's
     text = run_cli("fleet", str(reports)).stdout
     assert "gpu.health fails on 5 nodes" in text and "nodes: gpu-b[001-003,044]" in text
-    assert "GPUs: gpu-b001: gpu5; gpu-b002: gpu5" in text and "fix 2 of 2, for 1 node:" in text
+    assert "gpu5 on: gpu-b[001-003,044]" in text and "fix 2 of 2, for 1 node:" in text
+    assert lost["nodes_folded"] == "gpu-b[001-003,044]" and lost["subjects_folded"] == [
+        {"subject": "gpu5", "nodes_folded": "gpu-b[001-003,044]"}]
 
 
 def test_node_lists_fold_as_slurm_folds_them():
@@ -240,3 +242,76 @@ def test_a_serve_that_trickles_its_report_is_cut_at_the_deadline(monkeypatch):
     assert time.monotonic() - started < 15
     # Nothing else was named, so nothing could be read: exit 2, naming the URL and why.
     assert completed.returncode == 2 and "the report did not arrive within 2 s" in completed.stderr, completed.stderr
+
+
+# --- node lists an admin can paste, at scale ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def scattered(tmp_path_factory):
+    """3,000 reports: lost-GPU nodes scattered over three name patterns (so their folded list is long and has
+    many ranges), the rest healthy: a stream of reports, one per line, as fleet reads from standard input."""
+    import random
+
+    rng = random.Random(40)
+    lost, healthy = report(LOST, "x"), report(HEALTHY, "x")
+    names = ["gpu-b%04d" % n for n in range(1, 1501)] + ["dgx%03d-ib" % n for n in range(1, 1001)] + \
+        ["rack%d-node%02d" % (r, n) for r in range(1, 11) for n in range(1, 51)]
+    bad = set(rng.sample(names, 700))
+    lines = [json.dumps(dict(lost if name in bad else healthy, host=name)) for name in names]
+    path = tmp_path_factory.mktemp("scattered") / "reports.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path, bad
+
+
+def _text_node_list(text: str, label: str) -> str:
+    """The node list after ``label`` in fleet's text, its continuation lines joined back."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith(label))
+    parts = [lines[start].split(label, 1)[1]]
+    indent = len(lines[start]) - len(lines[start].lstrip()) + len(label)
+    for line in lines[start + 1:]:
+        if not parts[-1].endswith(","):
+            break
+        assert line[:indent].strip() == "", line  # a continuation line: aligned under the list
+        parts.append(line[indent:])
+    return "".join(parts)
+
+
+def test_every_node_list_parses_back_whole_from_text_json_html_and_nodes(scattered):
+    from ClusterShell.NodeSet import NodeSet
+
+    path, bad = scattered
+    stream = path.read_text()
+    document = json.loads(run_cli("fleet", "-", "--format", "json", stdin=stream).stdout)
+    health = [entry for entry in document["failures"] if entry["rule"] == "gpu.health"][0]
+    assert set(NodeSet(health["nodes_folded"])) == bad
+    group = health["groups"][0]
+    assert set(NodeSet(group["nodes_folded"])) == {n["node"] for n in group["nodes"]} == bad
+    assert [(s["subject"], set(NodeSet(s["nodes_folded"]))) for s in group["subjects_folded"]] == [("gpu5", bad)]
+    text = run_cli("fleet", "-", stdin=stream, env={"COLUMNS": "80"}).stdout
+    assert "more characters" not in text and " more" not in text.split("DRIFT")[0]
+    for label in ("nodes: ", "gpu5 on: "):
+        assert set(NodeSet(_text_node_list(text, label))) == bad
+    longest = max(len(line) for line in text.splitlines() if "[" in line and "]" in line and "e.g." not in line)
+    assert longest <= 80, longest  # broken between ranges, never inside a name
+    page = run_cli("fleet", "-", "--format", "html", stdin=stream).stdout
+    import re
+
+    lists = re.findall(r'<code class="nodes">([^<]*)</code>', page)
+    assert set(NodeSet(lists[0])) == bad
+    pasted = run_cli("fleet", "-", "--nodes", "gpu.health", stdin=stream)
+    assert pasted.returncode == 0 and pasted.stdout.count("\n") == 1 and set(NodeSet(pasted.stdout.strip())) == bad
+    one_group = run_cli("fleet", "-", "--nodes", "gpu.health:1", stdin=stream)
+    assert set(NodeSet(one_group.stdout.strip())) == bad
+
+
+def test_nodes_names_a_rule_of_the_fleet_or_says_which_are(scattered):
+    path, _ = scattered
+    stream = path.read_text()
+    typo = run_cli("fleet", "-", "--nodes", "gpu.helth", stdin=stream)
+    assert typo.returncode == 2 and "gpu.helth is not a rule of the nodes read" in typo.stderr \
+        and "gpu.health" in typo.stderr and typo.stdout == ""
+    no_group = run_cli("fleet", "-", "--nodes", "gpu.health:7", stdin=stream)
+    assert no_group.returncode == 2 and "gpu.health has no group 7" in no_group.stderr
+    healthy = run_cli("fleet", "-", "--nodes", "nvml.init", stdin=stream)  # a rule every node passes
+    assert healthy.returncode == 0 and healthy.stdout == "\n"

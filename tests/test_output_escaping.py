@@ -38,7 +38,8 @@ def test_fleet_text_and_markdown_show_escapes_instead_of_acting_on_them(tmp_path
         assert not any(line.startswith("# Injected") or line.startswith("## Injected")
                        for line in completed.stdout.splitlines())
     markdown = run_cli("fleet", str(tmp_path), "--format", "markdown").stdout
-    assert "\\#" in markdown or "\\x0a\\# Injected" in markdown
+    # A node list is a code span (pasted as it is): the name's newline shown as \x0a, inside the span.
+    assert "nodes: `gpu-01\\x1b]0;owned\\x07\\x1b[2J\\x0a# Injected heading" in markdown, markdown
 
 
 def test_fleet_csv_neutralises_formulas(tmp_path):

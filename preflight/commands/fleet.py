@@ -103,6 +103,26 @@ def run(options: CheckOptions, paths: List[str], warn: common.Warn = None, basel
     return fleet
 
 
+def node_list(fleet: Fleet, wanted: str) -> str:
+    """--nodes RULE[:GROUP]: the folded list of the nodes the rule fails or warns on, and nothing else."""
+    from preflight.fleet.hostlist import fold
+
+    rule, _, group_text = wanted.partition(":")
+    if rule not in fleet.rules:
+        raise PreflightError("--nodes %s: %s is not a rule of the nodes read" % (wanted, rule),
+                             "rules with problems here: %s" % (", ".join(dict.fromkeys(
+                                 entry["rule"] for entry in fleet.ranked(True) + fleet.ranked(False))) or "none"))
+    group = int(group_text) if group_text.isdigit() and int(group_text) > 0 else None
+    if group_text and group is None:
+        raise PreflightError("--nodes %s: the group must be a number from 1" % wanted,
+                             "the text report numbers each rule's groups: fix 1 of 3, ...")
+    names = fleet.nodes_of(rule, group or 0)
+    if names is None and group:
+        raise PreflightError("--nodes %s: %s has no group %d" % (wanted, rule, group),
+                             "the text report numbers each rule's groups: fix 1 of N")
+    return fold(names or [])
+
+
 def baseline_file(path: str) -> dict:
     """The facts --baseline FILE gives: a report's inventory, or a snapshot's inventory, host and packages."""
     from preflight import inventory
@@ -118,7 +138,7 @@ def baseline_file(path: str) -> dict:
 
 
 def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown: OutputOptions,
-         warn: common.Warn = None) -> int:
+         warn: common.Warn = None, nodes_of: Optional[str] = None) -> int:
     from preflight.files.output import emit
     from preflight.render import formats
     from preflight.render.fleet import FleetView
@@ -129,6 +149,9 @@ def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown
         raise PreflightError("nothing could be read from %s (%s)" % (", ".join(paths), reasons),
                              "give reports (check --format json) or facts snapshots (preflight facts), or folders of "
                              "them")
+    if nodes_of is not None:
+        emit(node_list(fleet, nodes_of) + "\n", shown.output)
+        return ExitCode.OK
     against = fleet.against()
     if baseline and against is None:
         raise PreflightError("--baseline %s: no node of that name was read, and no such file" % baseline,

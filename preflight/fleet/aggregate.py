@@ -8,15 +8,18 @@ differences from the baseline), so tens of thousands of nodes fit in memory whil
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, OrderedDict
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+from preflight.fleet.hostlist import fold
 
 SCHEMA = "preflight.fleet/1"
 DRIFT_KEYS = ("driver", "cuda", "gpu_model", "gpu_count", "torch", "python")
 DRIFT_WORDS = {"driver": "driver", "cuda": "driver CUDA", "gpu_model": "GPU model", "gpu_count": "GPU count",
                "torch": "torch build", "python": "Python"}
 PROBLEM = ("fail", "warn", "error")
-MAX_NAMES = 50  # nodes named per failure or drift value in the text formats; the JSON and CSV name them all
+MAX_NAMES = 50  # unreadable files listed in the text formats (node lists are never cut: they are folded)
 
 
 class Problem(NamedTuple):
@@ -105,6 +108,18 @@ def fingerprint(inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, A
             if isinstance(package, dict):
                 found["package.%s" % name] = _shown(package.get("version"))
     return found
+
+
+def _by_subject(nodes: List[Dict[str, Any]]) -> List[Dict[str, str]]:
+    """Per GPU (subject) that fails, the nodes it fails on, folded: one line per GPU index, not per node."""
+    on: Dict[str, List[str]] = {}
+    for node in nodes:
+        for subject in node["subjects"]:
+            on.setdefault(subject, []).append(node["node"])
+    def natural(subject: str) -> List[Tuple[int, Any]]:
+        return [(0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", subject)]
+
+    return [{"subject": subject, "nodes_folded": fold(on[subject])} for subject in sorted(on, key=natural)]
 
 
 def differences(baseline: Dict[str, str], node: Dict[str, str]) -> List[Dict[str, str]]:
@@ -230,6 +245,9 @@ class Fleet:
             groups = sorted(entry["groups"].values(), key=lambda group: -len(group["nodes"]))
             for group in groups:
                 group["count"] = len(group["nodes"])
+                group["nodes_folded"] = fold(n["node"] for n in group["nodes"])
+                group["subjects_folded"] = _by_subject(group["nodes"])
+            entry["nodes_folded"] = fold(entry["nodes"])
             entry.update(count=len(entry["nodes"]), title=known.get("title"), severity=known.get("severity"),
                          fix=groups[0]["fix"] if groups else known.get("fix"), groups=groups,
                          consequences=[{"rule": rule, "nodes": count}
@@ -244,7 +262,8 @@ class Fleet:
             for node in self.nodes:
                 values.setdefault(node.drift.get(key, "not reported"), []).append(node.name)
             ordered = sorted(values.items(), key=lambda item: (-len(item[1]), item[0]))
-            result[key] = [{"value": value, "count": len(names), "odd": index > 0, "nodes": names if index else []}
+            result[key] = [{"value": value, "count": len(names), "odd": index > 0, "nodes": names if index else [],
+                            "nodes_folded": fold(names) if index else ""}
                            for index, (value, names) in enumerate(ordered)]
         return result
 
@@ -256,13 +275,27 @@ class Fleet:
         return [{"node": node.name, "differences": self._differing[node.name]} for node in self.nodes
                 if node.name in self._differing]
 
-    def matrix(self) -> Tuple[List[str], List[Dict[str, Any]]]:
-        """(rules, rows): nodes with the same status on every rule collapsed into one row."""
+    def nodes_of(self, rule: str, group: int = 0) -> Optional[List[str]]:
+        """The nodes ``rule`` fails or warns on (``group``: only those given its Nth fix, from 1), as fleet
+        ranks them; None when no node has the rule, or there is no such group."""
+        for entry in self.ranked(True) + self.ranked(False):
+            if entry["rule"] == rule:
+                if not group:
+                    return list(entry["nodes"])
+                groups = entry["groups"]
+                return [n["node"] for n in groups[group - 1]["nodes"]] if group <= len(groups) else None
+        return None
+
+    def matrix(self, split=None) -> Tuple[List[str], List[Dict[str, Any]]]:
+        """(rules, rows): nodes with the same status on every rule collapsed into one row (and, with ``split``, a
+        function of the node, the same value of it)."""
         rules = list(self.rules)
-        groups: "OrderedDict[Tuple[str, ...], Dict[str, Any]]" = OrderedDict()
+        groups: "OrderedDict[Tuple[Any, ...], Dict[str, Any]]" = OrderedDict()
         for node in sorted(self.nodes, key=lambda n: ({"failing": 0, "warnings": 1, "ok": 2}[n.state], n.name)):
             key = tuple(node.statuses.get(rule, "none") for rule in rules)
-            group = groups.setdefault(key, {"statuses": list(key), "nodes": [], "state": node.state,
+            if split is not None:
+                key = key + (split(node),)
+            group = groups.setdefault(key, {"statuses": list(key[:len(rules)]), "nodes": [], "state": node.state,
                                             "messages": {}})
             group["nodes"].append(node.name)
             for problem in node.problems:

@@ -155,6 +155,7 @@ def by_nvml_name(name: Optional[str]) -> Optional[GpuModel]:
     return catalog().by_name.get(plain(name or ""))
 
 
+@functools.lru_cache(maxsize=64)  # the catalog is fixed: a fleet asks it once per GPU model
 def architectures_text(above: Optional[str] = None) -> str:
     """Each architecture newer than compute capability ``above`` (all without it), with its capabilities and the
     catalog's GPUs of it (laptops left out, memory sizes folded): "Ampere (8.0, 8.6, 8.7): A100 SXM4, A10, ...";

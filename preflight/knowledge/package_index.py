@@ -138,6 +138,7 @@ def _newest_first(package: str):
             yield version, text, releases[text]
 
 
+@functools.lru_cache(maxsize=4096)  # the snapshot is fixed: fleet asks the same few questions for every node
 def installable(requirement: str, python: str, platform: str = DEFAULT_PLATFORM) -> Optional[str]:
     """The newest release that satisfies ``requirement`` (``'Pillow<10'``) and has a wheel for ``python``; None when
     there is none (or the package is not in the snapshot)."""

@@ -12,6 +12,7 @@ that cannot work.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -382,6 +383,13 @@ UNKNOWN_DRIVER = (nvidia.MINOR_VERSION_COMPAT_DRIVER[12], (12, 0))
 def fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Sequence[Optional[str]] = (),
                python: Optional[str] = None, platform: Optional[str] = None,
                run_cuda: Optional[str] = None) -> Dict[str, Optional[str]]:
+    """See ``_fix_values``; a fresh dict each time, so a caller may change its copy."""
+    return dict(_fix_values(driver_version, driver_cuda, tuple(ccs), python, platform, run_cuda))
+
+
+@functools.lru_cache(maxsize=1024)  # a pure function of the wheel data: a fleet asks it once per kind of node
+def _fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Tuple[Optional[str], ...],
+                python: Optional[str], platform: Optional[str], run_cuda: Optional[str]) -> Dict[str, Optional[str]]:
     """The values fixes use to name a torch to install ({torch_pins}, {index_url}, {wheel_basis}, ...), or, when
     nothing can run here, {no_wheel} with the way out and None for the rest (so no fix names an index that cannot
     work). The driver decides the build: with no driver known, the CUDA a run's own torch was built for

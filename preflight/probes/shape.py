@@ -141,61 +141,87 @@ class ShapeError(ValueError):
         self.problem = problem
 
 
+class _Mismatch(Exception):
+    """Raised where a value does not fit, with no key yet: each level adds its part on the way out, so a snapshot
+    that fits (nearly all) builds no key strings at all."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.parts: List[str] = []  # innermost first
+
+
 def check(value: Any, spec: Any = None, key: str = "") -> None:
     """Raise ShapeError naming the first key whose value does not have the shape ``spec``."""
-    _check(value, SNAPSHOT if spec is None else spec, key or "(top level)")
+    try:
+        _check(value, SNAPSHOT if spec is None else spec)
+    except _Mismatch as mismatch:
+        where = key or ""
+        for part in reversed(mismatch.parts):
+            where = (where + part) if part.startswith("[") or not where else "%s.%s" % (where, part)
+        raise ShapeError(where or "(top level)", mismatch.problem) from None
 
 
-def _check(value: Any, spec: Any, key: str) -> None:
+def _check(value: Any, spec: Any) -> None:
     if isinstance(spec, str):
-        _check_leaf(value, spec, key)
+        _check_leaf(value, spec)
     elif isinstance(spec, list):
         if not isinstance(value, list):
-            raise ShapeError(key, "expected a list, found %s" % _describe(value))
+            raise _Mismatch("expected a list, found %s" % _describe(value))
         for position, item in enumerate(value):
-            _check(item, spec[0], "%s[%d]" % (key, position))
+            try:
+                _check(item, spec[0])
+            except _Mismatch as mismatch:
+                mismatch.parts.append("[%d]" % position)
+                raise
     else:
         if value is None and spec.get("?"):
             return
         if not isinstance(value, dict):
-            raise ShapeError(key, "expected an object, found %s" % _describe(value))
+            raise _Mismatch("expected an object, found %s" % _describe(value))
         for name in spec.get("!", ()):
             if name not in value:
-                raise ShapeError(key, "'%s' is missing" % name)
+                raise _Mismatch("'%s' is missing" % name)
         for name, item in value.items():
             item_spec = spec.get(name, spec.get("*")) if name not in ("?", "!") else None
             if item_spec is not None:
-                _check(item, item_spec, "%s.%s" % (key, name) if key != "(top level)" else name)
+                try:
+                    _check(item, item_spec)
+                except _Mismatch as mismatch:
+                    mismatch.parts.append(name)
+                    raise
 
 
-def _check_leaf(value: Any, spec: str, key: str) -> None:
+_KINDS = {
+    "str": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "num": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+}
+
+
+def _check_leaf(value: Any, spec: str) -> None:
     kind = spec.rstrip("?")
     if value is None:
         if spec.endswith("?") or kind == "any":
             return
-        raise ShapeError(key, "expected %s, found null" % _WORDS[kind])
+        raise _Mismatch("expected %s, found null" % _WORDS[kind])
     if kind == "any":
-        _finite(value, key)
+        _finite(value)
         return
-    ok = {
-        "str": lambda v: isinstance(v, str),
-        "bool": lambda v: isinstance(v, bool),
-        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        "num": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    }[kind](value)
-    if not ok:
-        raise ShapeError(key, "expected %s, found %s" % (_WORDS[kind], _describe(value)))
+    if not _KINDS[kind](value):
+        raise _Mismatch("expected %s, found %s" % (_WORDS[kind], _describe(value)))
     if kind in ("int", "num"):
-        _finite(value, key)
+        _finite(value)
 
 
-def _finite(value: Any, key: str) -> None:
+def _finite(value: Any) -> None:
     if isinstance(value, bool):
         return
     if isinstance(value, int) and abs(value) >= LARGEST_INT:
-        raise ShapeError(key, "the number %s is too large to be a real fact" % _short(value))
+        raise _Mismatch("the number %s is too large to be a real fact" % _short(value))
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        raise ShapeError(key, "expected a finite number, found %r" % value)
+        raise _Mismatch("expected a finite number, found %r" % value)
 
 
 _WORDS = {"str": "a string", "bool": "true or false", "int": "a whole number", "num": "a number", "any": "a value"}

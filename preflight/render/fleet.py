@@ -7,8 +7,8 @@ import io
 import time
 from typing import Any, Dict, List, NamedTuple, Optional
 
+from preflight.fleet import hostlist
 from preflight.fleet.aggregate import DRIFT_KEYS, DRIFT_WORDS, MAX_NAMES, SCHEMA, Fleet
-from preflight.fleet.hostlist import fold
 from preflight.render.blocks import csv_cell, markdown_text, width, wrap
 from preflight.terminal import printable
 
@@ -48,6 +48,22 @@ def as_json(fleet: Fleet, baseline: Optional[str] = None,
     }
 
 
+def json_text(view: FleetView) -> str:
+    """``as_json`` as preflight writes JSON (indented by 2), built node by node: the same text as dumping the
+    whole document at once, without the millions of small pieces that costs at 100,000 nodes."""
+    from preflight.files.output import json_text as dumps
+
+    document = view.to_json()
+    nodes = document["nodes"]
+    document["nodes"] = []
+    head, marker, tail = dumps(document).rpartition('"nodes": []')
+    if not nodes or not marker:
+        document["nodes"] = nodes
+        return dumps(document)
+    body = ",\n".join("    " + dumps(node).replace("\n", "\n    ") for node in nodes)
+    return "%s\"nodes\": [\n%s\n  ]%s" % (head, body, tail)
+
+
 def as_csv(view: FleetView) -> str:
     fleet = view.fleet
     out = io.StringIO()
@@ -72,6 +88,11 @@ def as_text(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[s
     columns = columns or width()
     fitted: List[str] = []
     for line in lines:
+        if isinstance(line, NodeList):  # whole, broken only between ranges: every line pastes as it is
+            chunks = hostlist.lines(printable(line.folded), max(20, columns - len(line.label)))
+            fitted += [(line.label if index == 0 else " " * len(line.label)) + chunk
+                       for index, chunk in enumerate(chunks)]
+            continue
         stripped = line.lstrip()
         indent = line[:len(line) - len(stripped)]
         if stripped.startswith("$ "):
@@ -81,8 +102,19 @@ def as_text(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[s
     return "\n".join(fitted).rstrip() + "\n"
 
 
+class NodeList(NamedTuple):
+    """A folded node list after its label: printed whole, never cut or broken inside a name."""
+
+    label: str
+    folded: str
+
+
+def _nodes(label: str, folded: str, markdown: bool):
+    return "%s`%s`" % (label, printable(folded).replace("`", "'")) if markdown else NodeList(label, folded)
+
+
 def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[str, Any]]],
-                markdown: bool) -> List[str]:
+                markdown: bool) -> List[Any]:
     counts = fleet.counts()
     heading = (lambda text: "## " + text) if markdown else (lambda text: text.upper())
     bullet = "- " if markdown else "  "
@@ -106,11 +138,9 @@ def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Di
                     lines.append("    fix %d of %d, for %d node%s:" % (number, len(groups), group["count"],
                                                                     "" if group["count"] == 1 else "s"))
                 lines.append("    e.g. %s" % v(group["example"]))
-                lines.append("    nodes: %s" % v(fold([n["node"] for n in group["nodes"]], MAX_NAMES)))
-                pairs = ["%s: %s" % (n["node"], ", ".join(n["subjects"])) for n in group["nodes"] if n["subjects"]]
-                if pairs:
-                    more = " and %d more" % (len(pairs) - MAX_NAMES) if len(pairs) > MAX_NAMES else ""
-                    lines.append("    GPUs: %s%s" % (v("; ".join(pairs[:MAX_NAMES])), more))
+                lines.append(_nodes("    nodes: ", group["nodes_folded"], markdown))
+                for on in group["subjects_folded"]:
+                    lines.append(_nodes("    %s on: " % on["subject"], on["nodes_folded"], markdown))
                 fix = group.get("fix")
                 if fix:
                     lines.append("    fix: %s" % v(fix.get("title")))
@@ -128,7 +158,7 @@ def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Di
         lines.append("%s%s: %s" % (bullet, DRIFT_WORDS[key], shown))
         for value in values:
             if value["odd"]:
-                lines.append("    %s on %s" % (v(value["value"]), v(fold(value["nodes"], MAX_NAMES))))
+                lines.append(_nodes("    %s on " % v(value["value"]), value["nodes_folded"], markdown))
     lines.append("")
     if baseline:
         lines += [heading("Against %s" % v(baseline)), ""]
@@ -161,14 +191,18 @@ def json_schema() -> Dict[str, Any]:
         strings,
     )
 
-    group = obj(["fix", "example", "nodes", "count"], {
-        "fix": fix.json_schema(), "example": STR, "count": INT,
-        "nodes": {"type": "array", "items": obj(["node", "subjects"], {"node": STR, "subjects": strings()})}})
-    entry = obj(["rule", "nodes", "count", "example", "groups", "consequences"], {
+    group = obj(["fix", "example", "nodes", "count", "nodes_folded", "subjects_folded"], {
+        "fix": fix.json_schema(), "example": STR, "count": INT, "nodes_folded": STR,
+        "nodes": {"type": "array", "items": obj(["node", "subjects"], {"node": STR, "subjects": strings()})},
+        "subjects_folded": {"type": "array", "items": obj(["subject", "nodes_folded"], {
+            "subject": STR, "nodes_folded": STR})}})
+    entry = obj(["rule", "nodes", "count", "example", "groups", "consequences", "nodes_folded"], {
         "rule": STR, "title": nullable(STR), "severity": nullable(STR), "nodes": strings(), "count": INT,
+        "nodes_folded": STR,
         "example": STR, "fix": fix.json_schema(), "groups": {"type": "array", "items": group},
         "consequences": {"type": "array", "items": obj(["rule", "nodes"], {"rule": STR, "nodes": INT})}})
-    value = obj(["value", "count", "odd", "nodes"], {"value": STR, "count": INT, "odd": BOOL, "nodes": strings()})
+    value = obj(["value", "count", "odd", "nodes", "nodes_folded"], {"value": STR, "count": INT, "odd": BOOL,
+                                                                      "nodes": strings(), "nodes_folded": STR})
     problem = obj(["rule", "subject", "status", "severity", "message"], {
         "rule": STR, "subject": STR, "status": STATUS, "severity": STR, "message": STR, "blocks": BOOL,
         "caused_by": STR})

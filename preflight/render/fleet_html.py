@@ -52,10 +52,10 @@ _SCRIPT = """
     document.getElementById('shown').textContent=shown;
   }
   filter.addEventListener('input',apply); state.addEventListener('change',apply);
-  document.querySelectorAll('#matrix td[data-rule]').forEach(function(cell){
+  document.querySelectorAll('#matrix td[data-target]').forEach(function(cell){
     cell.addEventListener('click',function(){
-      var details=document.getElementById('fix-'+cell.dataset.rule);
-      if(details){details.open=true;details.scrollIntoView();}
+      var group=document.getElementById(cell.dataset.target);
+      if(group){var details=group.closest('details');if(details){details.open=true;}group.scrollIntoView();}
     });
   });
   apply();
@@ -73,11 +73,31 @@ def _anchor(rule: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in rule)
 
 
+def _group_id(rule: str, number: int, kind: str) -> str:
+    """A group's id: a rule can fail on some nodes and only warn on others, so its two lists are apart."""
+    return "%s-%s-%d" % ("fix" if kind == "failing" else "warn", _anchor(rule), number)
+
+
+def _targets(fleet: Fleet, document: Dict[str, Any]) -> Dict[Any, str]:
+    """(rule, node) -> the id of the group that node is in for that rule; an unknown result a failing rule caused
+    on the same GPU (a lost GPU) leads to the group of that cause, where its fix is."""
+    targets: Dict[Any, str] = {}
+    for kind, entries in (("failing", document["failures"]), ("warning", document["warnings"])):
+        for entry in entries:
+            for number, group in enumerate(entry.get("groups") or [], 1):
+                for node in group["nodes"]:
+                    targets[(entry["rule"], node["node"])] = _group_id(entry["rule"], number, kind)
+    for node in fleet.nodes:
+        for problem in node.problems:
+            if problem.caused_by and (problem.caused_by, node.name) in targets:
+                targets.setdefault((problem.rule, node.name), targets[(problem.caused_by, node.name)])
+    return targets
+
+
 def _failures(entries: List[Dict[str, Any]], kind: str) -> List[str]:
     """Each failing rule titled by what fails ("gpu.health fails on 21 nodes"), its nodes grouped by the fix
-    they were given, each group with its own example, nodes (folded as Slurm folds them) and failing GPUs."""
-    from preflight.fleet.hostlist import fold
-
+    they were given, each group with its own example, nodes (folded as Slurm folds them, whole) and, per GPU
+    index, the nodes it fails on."""
     out = []
     verb = "fails" if kind == "failing" else "warns"
     for entry in entries:
@@ -87,22 +107,24 @@ def _failures(entries: List[Dict[str, Any]], kind: str) -> List[str]:
             fix = group.get("fix") or {}
             steps = "".join("<li>%s</li>" % _e(step) for step in fix.get("steps") or [])
             commands = "\n".join("$ %s" % command for command in fix.get("commands") or [])
-            pairs = "; ".join("%s: %s" % (n["node"], ", ".join(n["subjects"])) for n in group["nodes"]
-                              if n["subjects"])
+            gpus = "".join('<li>%s on <code class="nodes">%s</code></li>' % (_e(on["subject"]), _e(on["nodes_folded"]))
+                           for on in group["subjects_folded"])
             groups.append(
-                '<div class="group"><p>%s<b>%d node%s</b>: <code class="nodes">%s</code></p>%s<p>e.g. %s</p>%s%s%s'
-                '</div>' % (
+                '<div class="group" id="%s"><p>%s<b>%d node%s</b>: <code class="nodes">%s</code></p>%s<p>e.g. %s</p>'
+                '%s%s%s</div>' % (
+                    _group_id(entry["rule"], len(groups) + 1, kind),
                     "Fix %d of %d, " % (len(groups) + 1, len(entry["groups"])) if len(entry["groups"]) > 1 else "",
-                    group["count"], "" if group["count"] == 1 else "s", _e(fold(n["node"] for n in group["nodes"])),
-                    "<p>GPUs: %s</p>" % _e(pairs) if pairs else "", _e(group["example"]),
+                    group["count"], "" if group["count"] == 1 else "s", _e(group["nodes_folded"]),
+                    "<ul>%s</ul>" % gpus if gpus else "", _e(group["example"]),
                     "<p>Fix: <b>%s</b></p>" % _e(fix["title"]) if fix.get("title") else "",
                     "<ol>%s</ol>" % steps if steps else "", "<pre>%s</pre>" % _e(commands) if commands else ""))
         consequences = ", ".join("%s (%d node%s)" % (c["rule"], c["nodes"], "" if c["nodes"] == 1 else "s")
                                  for c in entry.get("consequences") or [])
         out.append(
-            '<details class="failure %s" id="fix-%s"><summary><b>%s</b> %s on %d node%s &mdash; it checks: %s'
+            '<details class="failure %s" id="%s-%s"><summary><b>%s</b> %s on %d node%s &mdash; it checks: %s'
             "</summary>%s%s</details>" % (
-                colour, _anchor(entry["rule"]), _e(entry["rule"]), verb, entry["count"],
+                colour, "fix" if kind == "failing" else "warn", _anchor(entry["rule"]), _e(entry["rule"]), verb,
+                entry["count"],
                 "" if entry["count"] == 1 else "s", _e(entry.get("title") or ""), "".join(groups),
                 "<p>Also made unknown on the same GPUs (counted here, not on their own): %s</p>" % _e(consequences)
                 if consequences else ""))
@@ -121,10 +143,11 @@ _LEGEND = ('<div class="legend" id="legend"><b>Legend:</b>'
            'nodes</span></div>')
 
 
-def _matrix(fleet: Fleet) -> List[str]:
+def _matrix(fleet: Fleet, targets: Dict[Any, str]) -> List[str]:
     from preflight.fleet.hostlist import fold
 
-    rules, rows = fleet.matrix()
+    # Nodes share a row only where each cell leads to the same group (the same fix).
+    rules, rows = fleet.matrix(split=lambda node: tuple(targets.get((rule, node.name), "") for rule in fleet.rules))
     # A rule no node checked (skipped everywhere, e.g. no expected GPU count given) is no column of dots.
     shown = [index for index, rule in enumerate(rules)
              if any(row["statuses"][index] not in ("skip", "none") for row in rows)]
@@ -144,7 +167,8 @@ def _matrix(fleet: Fleet) -> List[str]:
         cells = []
         for rule, status in zip(rules, statuses):
             drawn = "failwarn" if status == "fail" and severity.get(rule) == "warning" else status
-            clickable = ' data-rule="%s"' % _anchor(rule) if status in ("fail", "warn", "error") else ""
+            target = targets.get((rule, names[0])) if status in ("fail", "warn", "error") else None
+            clickable = ' data-target="%s"' % target if target else ""
             title = row["messages"].get(rule) or "%s: %s" % (rule, status)
             cells.append('<td class="s-%s" title="%s"%s>%s</td>' % (drawn, _e(title), clickable, _SYMBOL[status]))
         if len(names) == 1:
@@ -194,7 +218,7 @@ def render(view) -> str:
         parts += ["<h2>Failing rules</h2>"] + _failures(document["failures"], "failing")
     if document["warnings"]:
         parts += ["<h2>Warnings</h2>"] + _failures(document["warnings"], "warning")
-    parts += ["<h2>Nodes &times; rules</h2>"] + _matrix(fleet)
+    parts += ["<h2>Nodes &times; rules</h2>"] + _matrix(fleet, _targets(fleet, document))
     parts += ["<h2>Drift</h2>"] + [_chart(key, values) for key, values in document["drift"].items()]
     baseline = document.get("baseline")
     if baseline:

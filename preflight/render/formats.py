@@ -41,7 +41,7 @@ RENDERERS: Dict[str, Dict[str, Tuple[str, Tuple[str, ...]]]] = {
     "fleet": {
         "text": ("preflight.render.fleet:text", ()),
         "markdown": ("preflight.render.fleet:markdown", ()),
-        "json": ("preflight.render.formats:as_json", ()),
+        "json": ("preflight.render.fleet:json_text", ()),
         "jsonl": ("preflight.render.formats:as_json_line", ()),
         "csv": ("preflight.render.fleet:as_csv", ()),
         "html": ("preflight.render.fleet_html:render", ()),
