@@ -151,7 +151,9 @@ def check_group(default_profile: str = "train", expect_gpus: Optional[str] = Non
 
 
 CHECK = check_group()
-CHECK_WITHOUT_FACTS = check_group(with_facts=False, with_requirements=False)  # fleet and serve: many snapshots, or a node
+CHECK_WITHOUT_FACTS = check_group(with_facts=False, with_requirements=False)  # fleet: many snapshots
+# serve watches a node, as slurm's health check does: the same default profile (node)
+NODE_WATCH = check_group("node", with_facts=False, with_requirements=False)
 
 MAX_OBJECTS_HELP = ("Training on dense data: the most labelled objects in one image (the loss pads every image of "
                     "a batch to its most). Without it the estimate assumes a typical count (8, as measured).")
@@ -628,7 +630,7 @@ def _build_fleet() -> click.Command:
 
 def _build_serve() -> click.Command:
     @click.command("serve")
-    @declare(CHECK_WITHOUT_FACTS)
+    @declare(NODE_WATCH)
     @click.option("--listen", default="127.0.0.1:10480", show_default=True, metavar="HOST:PORT",
                   help="Where to serve /healthz, /metrics and /report (0.0.0.0:10480 for every interface; port 0: any).")
     @click.option("--interval", default="60s", show_default=True, metavar="DURATION",
@@ -798,8 +800,9 @@ def _build_config() -> click.Command:
     @click.option("--partition", "partitions", multiple=True, metavar="NAME",
                   help="Slurm partitions to match (repeatable) [default: SLURM_JOB_PARTITION, else unknown].")
     @click.option("--feature", "features", multiple=True, metavar="NAME", help="Slurm node features to match (repeatable).")
-    @click.option("--command", "for_command", type=click.Choice(["check", "exec", "slurm"]), default="check",
-                  show_default=True, help="Whose built-in defaults to show (slurm: profile node, --expect-gpus auto).")
+    @click.option("--command", "for_command", type=click.Choice(["check", "exec", "slurm", "serve"]), default="check",
+                  show_default=True, help="Whose built-in defaults to show (slurm: profile node, --expect-gpus auto; "
+                                          "serve: profile node).")
     @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=_complete_files,
                   help="GPU names from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
     @click.option("--format", "output_format", type=click.Choice(format_names("config")), default="text", show_default=True)
@@ -814,7 +817,8 @@ def _build_config() -> click.Command:
         from preflight.commands.options import CheckOptions
 
         slurm = for_command == "slurm"
-        options = CheckOptions(profile="node" if slurm else "train", expect_gpus="auto" if slurm else None,
+        options = CheckOptions(profile="node" if for_command in ("slurm", "serve") else "train",
+                               expect_gpus="auto" if slurm else None,
                                config=config, nvml_fixture=nvml_fixture, command="config")
         return command.show(options, host, gpus, partitions, features, output_format, click.echo, _warn)
 

@@ -171,6 +171,7 @@ def json_schema() -> Dict[str, Any]:
     return obj(["schema", "host", "collected_at", "preflight_version", "knowledge_as_of", "inventory", "ok", "profile",
                 "strict", "exit_code", "summary", "facts_source", "seconds", "results", "notes"], {
         "schema": {"const": SCHEMA}, "host": nullable(STR),
+        "node": STR,  # only in a kept report (--report-dir): the node as the scheduler names it
         "collected_at": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"},
         "preflight_version": STR,
         "knowledge_as_of": nullable({"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}),

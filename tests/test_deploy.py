@@ -160,10 +160,12 @@ def test_the_alerting_rules_pass_promtool_and_match_the_operator_resource():
     assert operator["kind"] == "PrometheusRule" and operator["spec"] == rules
     alerts = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
     assert alerts["PreflightNodeNotReady"]["for"] == "10m"
-    assert alerts["PreflightNodeNotReady"]["expr"] == "max by (instance) (preflight_ok) == 0"
-    # Nodes, never GPU series: the rule's failures are reduced to one per instance before they are counted.
-    assert "count by (rule) (max by (rule, instance) (" in alerts["PreflightRuleFailingOnManyNodes"]["expr"]
-    assert "> 3" in alerts["PreflightRuleFailingOnManyNodes"]["expr"]
+    assert alerts["PreflightNodeNotReady"]["expr"] == "max by (hostname, instance) (preflight_ok) == 0"
+    # Nodes, never GPU series: the rule's failures are reduced to one per node (hostname) before they are counted,
+    # and "many" is a share of the nodes reporting (at least 2), not a fixed count.
+    many = alerts["PreflightRuleFailingOnManyNodes"]["expr"]
+    assert "count by (rule) (max by (rule, hostname) (" in many
+    assert "> scalar(clamp_min(0.05 * count(max by (hostname) (preflight_ok)), 1))" in many
     assert alerts["PreflightTargetDown"]["expr"] == 'up{job=~"preflight.*"} == 0'
     assert "absent(" in alerts["PreflightAbsent"]["expr"]
     names = _metric_names()

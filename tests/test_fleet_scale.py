@@ -169,19 +169,19 @@ def test_a_real_prometheus_over_three_targets_counts_nodes(tmp_path, monkeypatch
         rules = yaml.safe_load((REPO / "deploy" / "prometheus" / "preflight-rules.yml").read_text())
         alerts = {rule["alert"]: rule["expr"] for group in rules["groups"] for rule in group["rules"]}
         not_ready = _query(port, alerts["PreflightNodeNotReady"])
-        assert [r["metric"]["instance"] for r in not_ready] == [targets[1]]
+        assert [(r["metric"]["hostname"], r["metric"]["instance"]) for r in not_ready] == [("gpu-f01", targets[1])]
         down = _query(port, alerts["PreflightTargetDown"])
         assert [r["metric"]["instance"] for r in down] == [dead]
         assert _query(port, alerts["PreflightAbsent"]) == []
         assert _query(port, alerts["PreflightRuleFailingOnManyNodes"]) == []
-        inner = alerts["PreflightRuleFailingOnManyNodes"].rsplit(" > ", 1)[0]
+        inner = alerts["PreflightRuleFailingOnManyNodes"].rsplit("> scalar(", 1)[0]
         per_rule = {r["metric"]["rule"]: r["value"][1] for r in _query(port, inner)}
         assert per_rule["gpu.pcie"] == "1"  # two GPUs fail it on one node: one node
         raw = {r["metric"]["rule"]: r["value"][1] for r in _query(
             port, 'count by (rule) (preflight_rule_status{status="fail", severity="error"} == 1)')}
         assert raw["gpu.pcie"] == "2"  # what the old expression counted
         coverage = _query(port, alerts["PreflightCoverageReduced"])
-        assert {r["metric"]["instance"] for r in coverage} == set(targets)  # replayed machines: no kernel log
+        assert {r["metric"]["hostname"] for r in coverage} == {"gpu-h01", "gpu-f01"}  # replayed: no kernel log
         dashboard = json.loads((REPO / "deploy" / "grafana" / "preflight-dashboard.json").read_text())
         panels = {p["title"]: p["targets"][0]["expr"] for p in dashboard["panels"]}
         value = lambda title: [r["value"][1] for r in _query(port, panels[title])]  # noqa: E731
@@ -315,3 +315,16 @@ def test_nodes_names_a_rule_of_the_fleet_or_says_which_are(scattered):
     assert no_group.returncode == 2 and "gpu.health has no group 7" in no_group.stderr
     healthy = run_cli("fleet", "-", "--nodes", "nvml.init", stdin=stream)  # a rule every node passes
     assert healthy.returncode == 0 and healthy.stdout == "\n"
+
+
+def test_a_report_kept_under_slurm_names_the_node_as_slurm_does(tmp_path):
+    """--report-dir where slurmd's environment names the node: the file and the report carry the Slurm node
+    name, and fleet lists the node by it (not by its host name), so its lists paste into scontrol."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    completed = run_cli("check", "--profile", "node", "--nvml-fixture", LOST, "--report-dir", str(kept),
+                        env={"SLURMD_NODENAME": "gpu-x17"})
+    assert completed.returncode == 1, completed.stderr
+    document = json.loads((kept / "gpu-x17.json").read_text())
+    assert document["node"] == "gpu-x17" and document["host"] != "gpu-x17"
+    assert run_cli("fleet", str(kept), "--nodes", "gpu.health").stdout == "gpu-x17\n"

@@ -69,14 +69,17 @@ def test_prometheus_textfile_metrics():
                      "preflight_gpu_memory_total_bytes", "preflight_coverage"}
     for name in names:
         assert "# TYPE %s gauge" % name in lines
-    assert 'preflight_ok{profile="node"} 0' in lines
+    assert any(line.startswith('preflight_ok{profile="node",hostname="') and line.endswith("} 0") for line in lines)
+    # Every series names its node, so tables and alerts count nodes by hostname (instance is a pod's address).
+    assert all('hostname="' in line for line in samples), samples
     # gpu is the index as dcgm-exporter labels it; hostname the node's (its Hostname), for joins with DCGM metrics.
     failing = [l for l in lines if l.startswith('preflight_rule_status{rule="gpu.health",subject="gpu1",'
                                                 'severity="error",gpu="1",hostname="')]
     assert len(failing) == 5 and [l for l in failing if l.endswith('status="fail"} 1')], failing
     assert [l for l in lines if l.startswith('preflight_gpu_memory_total_bytes{gpu="1",uuid="GPU-')
             and l.endswith("} 42949672960")]
-    assert 'preflight_coverage{check="xid"} 0' in lines  # a replayed machine's kernel log is not read: said
+    assert any(line.startswith('preflight_coverage{check="xid",hostname="') and line.endswith("} 0")
+               for line in lines)  # a replayed machine's kernel log is not read: said
     assert any(l.startswith('preflight_gpu_info{gpu="0",name="NVIDIA A100-SXM4-40GB"') for l in lines)
     # every rule and subject has exactly one current status
     current = [l for l in lines if l.startswith("preflight_rule_status") and l.endswith(" 1")]

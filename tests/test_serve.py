@@ -98,7 +98,7 @@ def test_healthy_node_many_requests_one_check(served):
     status, metrics, kind = server.get("/metrics")
     assert kind.startswith("text/plain; version=0.0.4")
     assert _metric(metrics, "preflight_checks_total") == 1  # 200 requests started no check
-    assert _metric(metrics, "preflight_ok") == 1 and _metric(metrics, "preflight_last_check_timestamp_seconds") > 0
+    assert _metric(metrics, "preflight_ok") == 1 and _metric(metrics, "preflight_last_run_timestamp_seconds") > 0
     report = json.loads(server.get("/report")[1])
     assert report["schema"] == "preflight.report/1" and report["ok"] is True and report["served"]["checks"] == 1
     assert server.stop() == 0 and "preflight serve: stopped" in server.said
@@ -130,7 +130,8 @@ def test_a_hung_check_never_blocks_a_request(served, tmp_path):
     stuck = tmp_path / "python"
     stuck.write_text("#!/bin/sh\nexec sleep 60\n")
     stuck.chmod(0o755)
-    server = served("--nvml-fixture", H200, "--python", str(stuck), "--timeout", "30", "--interval", "1h")
+    server = served("--profile", "train", "--nvml-fixture", H200, "--python", str(stuck), "--timeout", "30",
+                    "--interval", "1h")
     time.sleep(0.5)
     asked = time.monotonic()
     status, body, _ = server.get("/healthz", timeout=3)

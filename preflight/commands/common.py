@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
@@ -75,8 +76,14 @@ def keep(report, kept: Keep, warn: Warn = None, host: Optional[str] = None, line
         from preflight.files import kept_reports
         from preflight.files.output import json_text
 
+        # The node as the scheduler names it (fleet shows it, so its lists paste into scontrol): the Slurm node
+        # name given or in slurmd's environment, else the report's host.
+        node = host or os.environ.get("SLURMD_NODENAME")
+        document = report.to_json()
+        if node:
+            document["node"] = node
         try:
-            kept_reports.write(kept.report_dir, host or report.host or _short_host(), json_text(report.to_json()))
+            kept_reports.write(kept.report_dir, node or report.host or _short_host(), json_text(document))
         except PreflightError as exc:  # a full disk or a missing folder: never a verdict on the machine
             if warn:
                 warn("the report was not kept: %s%s; the check's own verdict stands" % (

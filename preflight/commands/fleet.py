@@ -65,7 +65,8 @@ class Evaluator:
                 results = [r for r in results if r.get("id") in self.chosen]
             # Judged again by the one policy (report.blocks): a report judged strictly where it ran stays so.
             strict = options.strict or data.get("strict") is True
-            host = data.get("host") if isinstance(data.get("host"), str) else None
+            # The scheduler's name for the node when the report was kept for it (--report-dir under Slurm).
+            host = next((data[key] for key in ("node", "host") if isinstance(data.get(key), str) and data[key]), None)
             fleet.add(host, document.path, results, strict, data.get("inventory") if isinstance(
                 data.get("inventory"), dict) else None)
             return

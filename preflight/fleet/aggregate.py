@@ -142,6 +142,9 @@ class Fleet:
         self._names: Counter = Counter()
         self.fixes: List[Dict[str, Any]] = []  # each distinct fix once; nodes refer to them by number
         self._fix_numbers: Dict[str, int] = {}
+        # Each distinct problem, drift and status table kept once and shared by the nodes that have it: a fleet's
+        # memory grows with its kinds of nodes, not with its nodes (never changed once made).
+        self._shared: Dict[Any, Any] = {}
 
     def add(self, name: Optional[str], source: str, results: List[Dict[str, Any]], strict: bool,
             inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, Any]] = None) -> Node:
@@ -167,13 +170,19 @@ class Fleet:
                 fixes.append(self._fix_number(result.get("fix")))
                 if known["fix"] is None and result.get("fix"):
                     known["fix"] = result["fix"]
-        problems = _causes(problems)
+        problems = [self._share(problem) for problem in _causes(problems)]
         state = "failing" if any(p.blocks for p in problems) else ("warnings" if problems else "ok")
-        node = Node(shown, source, state, tuple(problems), drift_values(inventory), statuses, tuple(fixes))
+        node = Node(shown, source, state, self._share(tuple(problems)), self._share(drift_values(inventory)),
+                    self._share(statuses), self._share(tuple(fixes)))
         self.nodes.append(node)
         if self.baseline is not None or self.baseline_node is not None:
             self._compare(shown, fingerprint(inventory, facts))
         return node
+
+    def _share(self, value: Any) -> Any:
+        """The one kept copy of an equal value (a dict's copy found by its items)."""
+        key = (dict, tuple(value.items())) if isinstance(value, dict) else value
+        return self._shared.setdefault(key, value)
 
     def _fix_number(self, fix: Any) -> int:
         if not isinstance(fix, dict):

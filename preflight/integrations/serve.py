@@ -111,10 +111,8 @@ def metrics(latest: Latest) -> Tuple[int, str]:
     lines = []
     if report is not None:
         lines.append(prometheus.render(report).rstrip("\n"))
-    lines += ["# HELP preflight_last_check_timestamp_seconds When the latest check finished (seconds since the epoch).",
-              "# TYPE preflight_last_check_timestamp_seconds gauge",
-              "preflight_last_check_timestamp_seconds %.3f" % (finished or 0),
-              "# HELP preflight_checks_total Checks run since the server started.",
+    # When the check finished is the report's preflight_last_run_timestamp_seconds: one metric, not two.
+    lines += ["# HELP preflight_checks_total Checks run since the server started.",
               "# TYPE preflight_checks_total counter",
               "preflight_checks_total %d" % checks,
               "# HELP preflight_check_running_seconds How long the check running now has taken (0: none running).",

@@ -33,7 +33,8 @@ def markdown(view: FleetView) -> str:
 
 
 def as_json(fleet: Fleet, baseline: Optional[str] = None,
-            against: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+            against: Optional[List[Dict[str, Any]]] = None, nodes: bool = True) -> Dict[str, Any]:
+    """fleet --format json's document (``nodes``: False leaves the node list empty, for ``json_text``)."""
     return {
         "schema": SCHEMA,
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -43,9 +44,13 @@ def as_json(fleet: Fleet, baseline: Optional[str] = None,
         "drift": fleet.drift(),
         "baseline": {"node": baseline, "differing": against} if baseline else None,
         "unreadable": [{"path": path, "reason": reason} for path, reason in fleet.unreadable],
-        "nodes": [{"node": n.name, "source": n.source, "state": n.state, "inventory": n.drift,
-                   "problems": [p._asdict() for p in n.problems]} for n in fleet.nodes],
+        "nodes": [_node_json(n) for n in fleet.nodes] if nodes else [],
     }
+
+
+def _node_json(node) -> Dict[str, Any]:
+    return {"node": node.name, "source": node.source, "state": node.state, "inventory": node.drift,
+            "problems": [p._asdict() for p in node.problems]}
 
 
 def json_text(view: FleetView) -> str:
@@ -53,14 +58,11 @@ def json_text(view: FleetView) -> str:
     whole document at once, without the millions of small pieces that costs at 100,000 nodes."""
     from preflight.files.output import json_text as dumps
 
-    document = view.to_json()
-    nodes = document["nodes"]
-    document["nodes"] = []
+    document = as_json(view.fleet, view.baseline, view.against, nodes=False)
     head, marker, tail = dumps(document).rpartition('"nodes": []')
-    if not nodes or not marker:
-        document["nodes"] = nodes
-        return dumps(document)
-    body = ",\n".join("    " + dumps(node).replace("\n", "\n    ") for node in nodes)
+    if not view.fleet.nodes or not marker:
+        return dumps(view.to_json())
+    body = ",\n".join("    " + dumps(_node_json(node)).replace("\n", "\n    ") for node in view.fleet.nodes)
     return "%s\"nodes\": [\n%s\n  ]%s" % (head, body, tail)
 
 

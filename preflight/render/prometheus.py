@@ -40,8 +40,8 @@ def hostname(report: Report) -> str:
 
 
 def render(report: Report) -> str:
-    profile = {"profile": report.profile}
     host = hostname(report)
+    profile = {"profile": report.profile, "hostname": host}  # every series names its node, as dcgm-exporter's
     lines: List[str] = []
     _metric(lines, "preflight_ok", "1 when the check passed (exit code 0), else 0.")
     lines.append(_series("preflight_ok", profile, 1 if report.ok else 0))
@@ -61,9 +61,9 @@ def render(report: Report) -> str:
         _metric(lines, "preflight_coverage", "1 when preflight could see what a group of checks needs (check=xid: "
                                              "the kernel log), 0 when those checks were skipped for want of it.")
         for check, seen in coverage.items():
-            lines.append(_series("preflight_coverage", {"check": check}, 1 if seen["covered"] else 0))
+            lines.append(_series("preflight_coverage", {"check": check, "hostname": host}, 1 if seen["covered"] else 0))
     _metric(lines, "preflight_build_info", "The preflight version (value 1).")
-    lines.append(_series("preflight_build_info", {"version": __version__}, 1))
+    lines.append(_series("preflight_build_info", {"version": __version__, "hostname": host}, 1))
     nvml = report.facts.get("nvml") or {}
     gpus = inventory.visible_gpus(report.facts, readable=True)
     if gpus:
