@@ -450,7 +450,8 @@ def _build_smoke() -> click.Command:
                   help="Colour the text report (auto: only on a terminal, never when NO_COLOR is set).")
     @declare(KEEP)
     @check_options(PROBE, WORKLOAD, SMOKE, [click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too."),
-                                            CONFIG])
+                                            setting("select", shell_complete=_complete("rules")),
+                                            setting("ignore", shell_complete=_complete("rules")), CONFIG])
     def smoke(options, output_format, output, quiet, color, report_dir, syslog) -> int:
         """Run short, bounded, real work on the GPUs in the job's interpreter and judge it: memory patterns, matrix
         products against a CPU reference (FP32, TF32, FP16, BF16), throughput against the node's other GPUs of the
@@ -459,12 +460,27 @@ def _build_smoke() -> click.Command:
 
         \b
         Everything runs in --python's interpreter (else this one) with its torch, in its own process group, killed
-        at --timeout (60 s by default). It loads the GPUs: slurm and serve never run it by default.
+        at --timeout (60 s by default); a test that finishes is judged even if the deadline cuts a later one.
+        --select and --ignore choose among the smoke rules, and so which tests run (--select smoke.memory runs
+        only the memory test). It loads the GPUs: slurm and serve never run it by default.
         Exit codes: 0 passed, 1 a check failed, 2 bad usage.
         """
         from preflight.commands import check as command
+        from preflight.probes.smoke import TEST_OF_RULE, tests_for
 
-        options = options.replace(select=("smoke",), given=options.given | {"select"})
+        # --select and --ignore choose among smoke's rules, and so which of its tests run.
+        chosen = options.select if "select" in options.given and options.select else ("smoke",)
+        others = [rule for rule in chosen if rule != "smoke" and rule != "smoke.torch"
+                  and not any(r == rule or r.startswith(rule + ".") for r in TEST_OF_RULE)]
+        if others:
+            raise click.BadParameter("%s: smoke runs only its own rules (%s)" % (
+                ", ".join(others), ", ".join(["smoke.torch"] + list(TEST_OF_RULE))), param_hint="--select")
+        tests = tests_for(chosen, options.ignore)
+        if not tests:
+            raise click.BadParameter("no smoke test is left to run after --select and --ignore",
+                                     param_hint="--select")
+        options = options.replace(select=tuple(chosen) + ("smoke.torch",), given=options.given | {"select"},
+                                  smoke=options.smoke._replace(tests=tests))
         return command.main(options, _shown(output_format, output, quiet, color), _warn, _kept(report_dir, syslog))
     return smoke
 

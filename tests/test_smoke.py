@@ -431,3 +431,42 @@ def test_as_root_a_checkout_another_user_can_change_is_refused_unless_trusted(tm
     assert refused.returncode == 2 and "others can write it (mode 777)" in refused.stderr, refused.stderr
     trusted = run_cli(*args, "--trust-repo")
     assert trusted.returncode != 2 and "--repo" not in trusted.stderr, trusted.stderr
+
+
+def test_a_deadline_loses_only_the_test_it_cut_and_progress_is_said_as_it_goes(torch_python, tmp_path):
+    """The measured fit in a checkout whose model never finishes building: the deadline kills the worker during
+    the fit, and every test that finished before it is still judged; standard error said each as it finished."""
+    checkout = _checkout(tmp_path / "yolov9")
+    (checkout / "models" / "yolo.py").write_text(
+        "import time\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self, cfg, ch=3, nc=None):\n        super().__init__()\n        time.sleep(600)\n")
+    completed = run_cli("smoke", "--python", torch_python, "--device", "cpu", "--workload", "gelan-c", "--batch",
+                        "2", "--img", "64", "--repo", str(checkout), "--timeout", "25", "--format", "json",
+                        subprocess_only=True)
+    found, report = results(completed)
+    assert completed.returncode == 1
+    for finished in ("smoke.torch", "smoke.memory", "smoke.matmul.fp32", "smoke.train_step"):
+        assert found[finished]["status"] == "pass", found[finished]
+    fit = found["smoke.fit"]
+    assert fit["status"] == "error" and "the deadline cut the active test before the measured fit" in fit["message"]
+    said = [line for line in completed.stderr.splitlines() if line.startswith("smoke: ")]
+    assert said[0].startswith("smoke: memory on device 0: done (") and " s left)" in said[0], completed.stderr
+    assert any(line.startswith("smoke: train_step on device 0: done") for line in said), said
+
+
+def test_select_and_ignore_choose_which_tests_run(torch_python):
+    completed = run_cli("smoke", "--python", torch_python, "--device", "cpu", "--select", "smoke.memory,smoke.matmul",
+                        "--format", "json", subprocess_only=True)
+    found, report = results(completed)
+    assert set(found) == {"smoke.torch", "smoke.memory", "smoke.matmul.fp32", "smoke.matmul.tf32",
+                          "smoke.matmul.fp16", "smoke.matmul.bf16"}, sorted(found)
+    said = [line.split(":")[1].split(" on ")[0].strip() for line in completed.stderr.splitlines()
+            if line.startswith("smoke: ")]
+    assert said == ["memory", "matmul"], completed.stderr  # the other tests did not run at all
+    ignored = run_cli("smoke", "--python", torch_python, "--device", "cpu", "--ignore",
+                      "smoke.allreduce,smoke.train_step", "--format", "json", subprocess_only=True)
+    assert "collective" not in ignored.stderr and "train_step" not in ignored.stderr, ignored.stderr
+    wrong = run_cli("smoke", "--select", "gpu.health")
+    assert wrong.returncode == 2 and "smoke runs only its own rules" in wrong.stderr
+    nothing = run_cli("smoke", "--select", "smoke.memory", "--ignore", "smoke.memory")
+    assert nothing.returncode == 2 and "no smoke test is left to run" in nothing.stderr

@@ -57,6 +57,7 @@ class SmokeOptions(NamedTuple):
     gpus: Tuple[int, ...] = ()  # CUDA indices; () all visible
     memory_share: float = 0.5
     repo: Optional[str] = None  # a YOLOv9 checkout: measure the workload's training steps there
+    tests: Tuple[str, ...] = ()  # the worker's tests to run (--select/--ignore over smoke's rules); (): all
 
     def request(self, workload: Optional[dict], timeout: float) -> dict:
         """The smoke worker's request (preflight/probes/smoke_worker.py): it keeps a tenth of the deadline (at
@@ -64,6 +65,8 @@ class SmokeOptions(NamedTuple):
         (capacity.estimate.make_request): its model is measured with the loss its own trainer uses."""
         request = {"device": self.device, "gpus": list(self.gpus) or None, "memory_share": self.memory_share,
                    "budget": timeout - min(5.0, timeout / 10)}
+        if self.tests:
+            request["checks"] = list(self.tests)
         if workload is not None and self.repo:
             dual = workload.get("train_script", "train_dual.py") == "train_dual.py"  # YOLOv9's two heads
             request["fit"] = {"repo": self.repo, "cfg": "models/detect/%s.yaml" % workload["id"],

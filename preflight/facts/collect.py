@@ -207,7 +207,8 @@ PROBES: Dict[str, Probe] = {
     # Its own limit ends just before the run's deadline, so the worker's process group is killed and said so by
     # the probe itself, rather than the run abandoning it.
     "smoke": Probe("the active GPU test (preflight smoke) in %(python)s",
-                   lambda o, r, n: lambda: smoke.probe(o.smoke, o.python, max(0.5, r() - 0.5)), loads_gpus=True),
+                   lambda o, r, n: lambda: smoke.probe(o.smoke, o.python, max(0.5, r() - 0.5), smoke.say_progress),
+                   loads_gpus=True),
 }
 PASSIVE = tuple(name for name, probe in PROBES.items() if not probe.loads_gpus)  # what 'preflight facts' collects
 

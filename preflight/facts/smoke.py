@@ -64,7 +64,9 @@ def _measured(facts: SnapshotView, check: str) -> List[Tuple[Dict[str, Any], Dic
             raise Unknown("%s on %s failed: %s" % (check, label(device), result["error"]))
         found.append((device, result))
     if not found:
-        raise Unknown("the %s check did not run on any device" % check)
+        cut = answer(facts).get("cut")
+        raise Unknown("the deadline cut the active test before the %s check: %s" % (check, cut) if cut else
+                      "the %s check did not run on any device" % check)
     return found
 
 
@@ -193,7 +195,7 @@ def _applies(read: Callable[[], Any], why: str) -> Optional[str]:
 
 def has_datasheet(facts: SnapshotView) -> Optional[str]:
     return _applies(lambda: [_against_datasheet(facts, what) for what in _AGAINST_DATASHEET],
-                    "throughput is compared with NVIDIA's datasheet only for the models it lists")
+                    "a GPU's speed and bandwidth are compared with NVIDIA's datasheet only for the models it lists")
 
 
 def train_step(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
@@ -209,7 +211,9 @@ def train_step(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
                 label(device), ", ".join(result.get("losses") or [])))
     if not failed and not any(isinstance(d.get("train_step"), dict) and "ok" in d["train_step"]
                               for d in devices(facts)):
-        raise Unknown("the training step did not run on any device")
+        cut = answer(facts).get("cut")
+        raise Unknown("the deadline cut the active test before the training step: %s" % cut if cut else
+                      "the training step did not run on any device")
     return ("failed" if failed else "ok"), {"smoke_failures": "; ".join(failed) or "none",
                                             "smoke_amp": _amp(facts)}
 
@@ -224,7 +228,10 @@ def _amp(facts: SnapshotView) -> str:
 
 def _node_check(facts: SnapshotView, name: str, what: str) -> Dict[str, Any]:
     """The answer of a check run once for the node (the collective, the measured fit); Unknown if it did not run."""
-    result = (answer(facts).get("checks") or {}).get(name)
+    smoke = answer(facts)
+    result = (smoke.get("checks") or {}).get(name)
+    if result is None and smoke.get("cut"):
+        raise Unknown("the deadline cut the active test before %s: %s" % (what, smoke["cut"]))
     if not isinstance(result, dict) or "skipped" in result:
         raise Unknown("%s did not run (%s)" % (what, (result or {}).get("skipped", "not asked")))
     return result
@@ -330,8 +337,10 @@ def _estimated(facts: SnapshotView, points: List[Dict[str, Any]]) -> str:
 
 
 def fit_asked(facts: SnapshotView) -> Optional[str]:
-    measured = (answer(facts).get("checks") or {}).get("fit")
-    return None if measured else "no workload to measure (preflight smoke --workload ID --repo PATH)"
+    smoke = answer(facts)
+    measured = (smoke.get("checks") or {}).get("fit")
+    return None if measured or "fit" in (smoke.get("asked") or ()) else \
+        "no workload to measure (preflight smoke --workload ID --repo PATH)"
 
 
 def ran(facts: SnapshotView) -> Optional[str]:

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 MAX_OUTPUT = 8 << 20  # bytes a helper may print (stdout and stderr together)
 
@@ -30,18 +30,20 @@ _closed = False
 
 
 class CommandTimeout(Exception):
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, stdout: str = "") -> None:
         super().__init__("no answer within %.1f s" % seconds)
         self.seconds = seconds
+        self.stdout = stdout  # what it had printed when the deadline came (a worker that reports as it goes)
 
 
 class CommandFailed(Exception):
     pass
 
 
-def run(argv: List[str], timeout: float, env: Optional[dict] = None,
-        limit: int = MAX_OUTPUT) -> subprocess.CompletedProcess:
-    """Run ``argv``; CommandTimeout past ``timeout``, CommandFailed if it cannot start or prints too much."""
+def run(argv: List[str], timeout: float, env: Optional[dict] = None, limit: int = MAX_OUTPUT,
+        on_line: Optional[Callable[[str], None]] = None) -> subprocess.CompletedProcess:
+    """Run ``argv``; CommandTimeout past ``timeout`` (with what it printed so far), CommandFailed if it cannot
+    start or prints too much. ``on_line``: called with each line of standard output as it arrives."""
     if timeout <= 0:
         raise CommandTimeout(0)
     deadline = time.monotonic() + timeout
@@ -59,7 +61,7 @@ def run(argv: List[str], timeout: float, env: Optional[dict] = None,
             raise CommandFailed("cannot run %s: %s" % (argv[0], exc.strerror or exc))
         _running[child.pid] = child
     try:
-        stdout, stderr = _read(child, deadline, limit, argv[0], timeout)
+        stdout, stderr = _read(child, deadline, limit, argv[0], timeout, on_line)
         try:
             child.wait(max(0.05, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -78,16 +80,18 @@ def run(argv: List[str], timeout: float, env: Optional[dict] = None,
                                        stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
 
 
-def _read(child: subprocess.Popen, deadline: float, limit: int, name: str, timeout: float):
+def _read(child: subprocess.Popen, deadline: float, limit: int, name: str, timeout: float,
+          on_line: Optional[Callable[[str], None]] = None):
     chunks = {child.stdout: [], child.stderr: []}
     total = 0
+    pending = b""  # the start of a stdout line not finished yet
     with selectors.DefaultSelector() as selector:
         for stream in chunks:
             selector.register(stream, selectors.EVENT_READ)
         while selector.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
-                raise CommandTimeout(timeout)
+                raise CommandTimeout(timeout, b"".join(chunks[child.stdout]).decode("utf-8", "replace"))
             for key, _ in selector.select(left):
                 data = os.read(key.fileobj.fileno(), 65536)
                 if not data:
@@ -97,6 +101,10 @@ def _read(child: subprocess.Popen, deadline: float, limit: int, name: str, timeo
                 if total > limit:
                     raise CommandFailed("%s printed more than %d MiB; stopped it" % (name, limit >> 20))
                 chunks[key.fileobj].append(data)
+                if on_line is not None and key.fileobj is child.stdout:
+                    *lines, pending = (pending + data).split(b"\n")
+                    for line in lines:
+                        on_line(line.decode("utf-8", "replace"))
     return b"".join(chunks[child.stdout]), b"".join(chunks[child.stderr])
 
 

@@ -101,7 +101,7 @@ _FAILED = {"error": "str?", "where": "str?", "skipped": "str?"}
 _PRECISION = {"?": True, "supported": "bool?", "max_relative_error": "num?", "finite": "bool?"}
 SMOKE = {
     "?": True, "python": "str?", "interpreter": "str?", "torch": "str?", "torch_cuda": "str?", "device": "str?",
-    "seconds": "num?", "errors": ["str"],
+    "seconds": "num?", "errors": ["str"], "cut": "str?", "asked": ["str"],
     "devices": [{
         "index": "int?", "device": "str?", "name": "str?", "compute_capability": "str?",
         "memory": dict(_FAILED, **{"?": True, "tested_bytes": "int?", "free_bytes": "int?", "total_bytes": "int?",

@@ -9,27 +9,62 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from preflight.errors import ProbeError, ProbeTimeout
 from preflight.probes import process
 
 # The worker is a script the job's interpreter runs (torch and the standard library only); it is not imported here.
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "smoke_worker.py")
+# Which of the worker's tests each smoke rule judges: --select and --ignore over smoke's rules choose what runs.
+TEST_OF_RULE = {
+    "smoke.memory": "memory", "smoke.matmul.fp32": "matmul", "smoke.matmul.tf32": "matmul",
+    "smoke.matmul.fp16": "matmul", "smoke.matmul.bf16": "matmul", "smoke.throughput": "throughput",
+    "smoke.throughput.datasheet": "throughput", "smoke.bandwidth.datasheet": "throughput",
+    "smoke.train_step": "train_step", "smoke.allreduce": "collective", "smoke.allreduce.bandwidth": "collective",
+    "smoke.fit": "fit",
+}
 
 
-def probe(request: Optional[Dict[str, Any]], python: Optional[str], timeout: float) -> Dict[str, Any]:
+def tests_for(select: Sequence[str], ignore: Sequence[str]) -> Tuple[str, ...]:
+    """The worker's tests the chosen smoke rules need (a rule id, or a prefix of ids such as smoke.matmul)."""
+    def names(rule: str, patterns: Sequence[str]) -> bool:
+        return any(rule == pattern or rule.startswith(pattern + ".") for pattern in patterns)
+
+    chosen = [rule for rule in TEST_OF_RULE if names(rule, select) and not names(rule, ignore)]
+    return tuple(dict.fromkeys(TEST_OF_RULE[rule] for rule in chosen))
+
+
+def probe(request: Optional[Dict[str, Any]], python: Optional[str], timeout: float,
+          progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+    """The worker's answer. ``progress``: called with each test as it finishes ({test, device, status,
+    seconds_left}). At the deadline the tests that finished are kept: the answer says which one was cut."""
     if request is None:
         raise ProbeError("the active test was not asked for (preflight smoke, check --smoke)")
     interpreter = python or sys.executable
+
+    def on_line(line: str) -> None:
+        if progress is not None and line.startswith('{"progress"'):
+            try:
+                progress(json.loads(line)["progress"])
+            except (ValueError, KeyError, TypeError):
+                pass  # a line it could not read is no progress; the answer decides
+
     try:
-        completed = process.run([interpreter, WORKER, json.dumps(request)], timeout)
+        completed = process.run([interpreter, WORKER, json.dumps(request)], timeout, on_line=on_line)
     except process.CommandTimeout as exc:
-        raise ProbeTimeout("the active test did not finish within %.1f s: a GPU or collective that hangs, or a "
-                           "budget too small (--timeout)" % exc.seconds, exc.seconds)
+        answer = _so_far(exc.stdout)
+        if answer is None:
+            raise ProbeTimeout("the active test did not finish within %.1f s: a GPU or collective that hangs, or "
+                               "a budget too small (--timeout)" % exc.seconds, exc.seconds)
+        answer["cut"] = ("the deadline (%.1f s) ended the active test before it finished; the tests that finished "
+                         "are judged, those it did not reach are unknown (a longer --timeout, or fewer tests with "
+                         "--select, runs them)" % exc.seconds)
+        return _checked(answer, interpreter)
     except process.CommandFailed as exc:
         raise ProbeError(str(exc))
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("{") and not
+             line.startswith('{"progress"')]
     if not lines:
         detail = (completed.stderr.strip().splitlines() or ["exit status %d" % completed.returncode])[-1]
         raise ProbeError("the active test in %s gave no answer: %s" % (interpreter, detail[:300]))
@@ -37,6 +72,31 @@ def probe(request: Optional[Dict[str, Any]], python: Optional[str], timeout: flo
         answer = json.loads(lines[-1])
     except ValueError as exc:
         raise ProbeError("the active test's answer is not JSON: %s" % exc)
+    return _checked(answer, interpreter)
+
+
+def say_progress(step: Dict[str, Any]) -> None:
+    """One line on standard error as each test finishes: which, on which device, how it ended, the time left."""
+    from preflight.terminal import say
+
+    device = step.get("device")
+    say("smoke: %s%s: %s (%s s left)" % (step.get("test"), "" if device is None else " on device %s" % device,
+                                         step.get("status"), step.get("seconds_left")))
+
+
+def _so_far(stdout: str) -> Optional[Dict[str, Any]]:
+    """The results of the tests that finished before the deadline: the last progress line's, or None."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith('{"progress"'):
+            try:
+                so_far = json.loads(line)["so_far"]
+            except (ValueError, KeyError, TypeError):
+                continue  # cut in the middle of its line
+            return so_far if isinstance(so_far, dict) else None
+    return None
+
+
+def _checked(answer: Any, interpreter: str) -> Dict[str, Any]:
     from preflight.probes import shape
 
     problem = shape.problems(answer, shape.SMOKE)

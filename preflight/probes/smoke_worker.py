@@ -52,6 +52,7 @@ def main(argv):
                                 % (",".join(str(i) for i in request.get("gpus") or []), torch.cuda.device_count()))
         return _emit(report)
     checks = request.get("checks") or ["memory", "matmul", "throughput", "train_step", "collective", "fit"]
+    report["asked"] = [name for name in checks if name != "fit" or request.get("fit")]  # what a deadline may cut
     share = float(request.get("memory_share", 0.5))
     per_device = max(1.0, left() * 0.6 / max(1, len(indices)))  # the rest: collectives and the measured fit
     for index in indices:
@@ -71,15 +72,31 @@ def main(argv):
                 continue
             entry[name] = _guarded(run)
             _release(torch, device)
+            _progress(report, entry, name, index, left())
         report["devices"].append(entry)
     if "collective" in checks:
         report["checks"]["collective"] = (_guarded(lambda: _collective(torch, device_kind, indices, left()))
                                           if left() > 5 else {"skipped": "no time left in the budget"})
+        _progress(report, None, "collective", None, left())
     if "fit" in checks and request.get("fit"):
         report["checks"]["fit"] = (_guarded(lambda: _fit(torch, device_kind, indices, request["fit"], left()))
                                    if left() > 2 else {"skipped": "no time left in the budget"})
+        _progress(report, None, "fit", None, left())
     report["seconds"] = round(time.monotonic() - started, 2)
     return _emit(report)
+
+
+def _progress(report, entry, test, index, seconds_left):
+    """A line as each test finishes: which, on which device, how it ended, the time left, and every result so far
+    (preflight keeps the last one: a deadline then loses only the test it cut)."""
+    done = dict(report, devices=report["devices"] + ([entry] if entry is not None else []))
+    result = entry.get(test) if entry is not None else report["checks"].get(test)
+    status = ("error" if "error" in result else "skipped" if "skipped" in result else "done") \
+        if isinstance(result, dict) else "done"
+    sys.stdout.write(json.dumps({"progress": {"test": test, "device": index, "status": status,
+                                              "seconds_left": round(max(0.0, seconds_left), 1)},
+                                 "so_far": done}) + "\n")
+    sys.stdout.flush()
 
 
 def _emit(report):
