@@ -269,7 +269,7 @@ def test_the_worker_is_python_3_8_and_imports_nothing_of_preflight():
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module}
     assert "preflight" not in imported
-    assert imported <= {"json", "math", "os", "sys", "time", "traceback", "tempfile", "torch", "datetime", "shutil",
+    assert imported <= {"copy", "json", "math", "os", "sys", "time", "traceback", "tempfile", "torch", "datetime", "shutil",
                         "yaml", "models"}, imported
 
 
@@ -470,3 +470,21 @@ def test_select_and_ignore_choose_which_tests_run(torch_python):
     assert wrong.returncode == 2 and "smoke runs only its own rules" in wrong.stderr
     nothing = run_cli("smoke", "--select", "smoke.memory", "--ignore", "smoke.memory")
     assert nothing.returncode == 2 and "no smoke test is left to run" in nothing.stderr
+
+
+def test_a_module_the_checkout_imports_and_the_interpreter_lacks_gets_the_checkouts_requirements(torch_python,
+                                                                                                 tmp_path):
+    checkout = _checkout(tmp_path / "yolov9")
+    (checkout / "models" / "yolo.py").write_text("import thop_not_installed_here  # noqa\n")
+    (checkout / "requirements.txt").write_text("thop>=0.1.1\n")
+    found, _ = results(run_cli("smoke", "--python", torch_python, "--device", "cpu", "--workload", "gelan-c",
+                               "--repo", str(checkout), "--select", "smoke.fit", "--format", "json"))
+    fit = found["smoke.fit"]
+    assert fit["status"] == "fail" and "thop_not_installed_here" in fit["message"]
+    assert fit["fix"]["commands"] == ["%s -m pip install -r %s" % (torch_python, checkout / "requirements.txt")], \
+        fit["fix"]
+    # Without a requirements file nothing is guessed from the module's name: the checkout's layout is shown.
+    (checkout / "requirements.txt").unlink()
+    found, _ = results(run_cli("smoke", "--python", torch_python, "--device", "cpu", "--workload", "gelan-c",
+                               "--repo", str(checkout), "--select", "smoke.fit", "--format", "json"))
+    assert not any("pip install" in c for c in found["smoke.fit"]["fix"]["commands"]), found["smoke.fit"]["fix"]

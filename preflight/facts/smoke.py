@@ -7,6 +7,7 @@ its weakest GPU.
 
 from __future__ import annotations
 
+import shlex
 import statistics
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -311,8 +312,13 @@ def has_links(facts: SnapshotView) -> Optional[str]:
 def fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     measured = _node_check(facts, "fit", "the measured fit")
     if "error" in measured:
-        return "failed", {"smoke_detail": measured["error"], "smoke_points": "none", "smoke_largest": "?",
-                          "smoke_estimate": "none"}
+        details = {"smoke_detail": measured["error"], "smoke_points": "none", "smoke_largest": "?",
+                   "smoke_estimate": "none"}
+        if measured.get("missing_module") and measured.get("requirements"):
+            # The checkout's own imports: its requirements file installs them (never a package guessed from a name).
+            details["smoke_requirements"] = shlex.quote(measured["requirements"])
+            details["smoke_python"] = shlex.quote(str(answer(facts).get("interpreter") or "python"))
+        return "failed", details
     points = measured.get("points") or []
     shown = "; ".join("batch %d: %s" % (p["batch"], "peak %s allocated, %s reserved" % (
         units.format_bytes(p["allocated_bytes"]), units.format_bytes(p["reserved_bytes"]))

@@ -11,6 +11,7 @@ what the budget does not leave time for is reported as not run. preflight kills 
 own deadline, so a hung kernel never hangs preflight. Nothing is written anywhere; GPU memory is given back.
 """
 
+import copy
 import json
 import math
 import os
@@ -81,9 +82,21 @@ def main(argv):
     if "fit" in checks and request.get("fit"):
         report["checks"]["fit"] = (_guarded(lambda: _fit(torch, device_kind, indices, request["fit"], left()))
                                    if left() > 2 else {"skipped": "no time left in the budget"})
+        _note_missing_module(report["checks"]["fit"], request["fit"])
         _progress(report, None, "fit", None, left())
     report["seconds"] = round(time.monotonic() - started, 2)
     return _emit(report)
+
+
+def _note_missing_module(result, fit):
+    """A module the checkout's code imports and this interpreter lacks: its name, and the checkout's requirements
+    file where it has one (what installs it; a module's name is not always its package's)."""
+    if "error" not in result or not result["error"].startswith("ModuleNotFoundError"):
+        return
+    result["missing_module"] = result["error"].split("'")[1] if result["error"].count("'") >= 2 else "?"
+    requirements = os.path.join(os.path.abspath(fit["repo"]), "requirements.txt")
+    if os.path.isfile(requirements):
+        result["requirements"] = requirements
 
 
 def _progress(report, entry, test, index, seconds_left):
@@ -415,6 +428,10 @@ def _fit(torch, kind, indices, fit, time_left):
     device = torch.device(kind, indices[0]) if kind == "cuda" else torch.device("cpu")
     model = Model(cfg, ch=3, nc=int(fit.get("classes", 80))).to(device)
     model.hyp = _hyp(repo)
+    # The trainer keeps an exponential moving average of the weights (ModelEMA, a full copy on the GPU): counted.
+    ema = copy.deepcopy(model).train(False)
+    for parameter in ema.parameters():
+        parameter.requires_grad_(False)
     compute_loss = loss_module.ComputeLoss(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.937, nesterov=True)
     cuda = device.type == "cuda"
@@ -436,6 +453,10 @@ def _fit(torch, kind, indices, fit, time_left):
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
+            with torch.no_grad():
+                for kept, current in zip(ema.state_dict().values(), model.state_dict().values()):
+                    if kept.dtype.is_floating_point:
+                        kept.mul_(0.9999).add_(current.detach(), alpha=0.0001)
         point = {"batch": size, "loss": "%.4g" % float(loss.detach().float().sum())}
         if cuda:
             torch.cuda.synchronize(device)
@@ -451,7 +472,7 @@ def _fit(torch, kind, indices, fit, time_left):
         result["total_bytes"] = int(total)
         fixed = high["reserved_bytes"] - slope * high["batch"]
         result["largest_batch"] = int((total - fixed) // slope) if slope > 0 else None
-    del model, optimizer
+    del model, ema, optimizer
     if cuda:
         torch.cuda.empty_cache()
     return result
