@@ -196,8 +196,15 @@ SMOKE = [
                  "NVIDIA driver (a failure there is a finding), else the CPU; cpu runs its logic without a GPU."),
     click.option("--gpus", "smoke_gpus", metavar="LIST", help="CUDA indices to test, e.g. 0,1 [default: every "
                  "visible GPU]."),
-    click.option("--memory-share", "smoke_memory_share", type=float, default=0.5, show_default=True,
-                 metavar="FRACTION", help="Share of each GPU's free memory the memory test writes and reads back."),
+    click.option("--level", "smoke_level", type=click.Choice(["quick", "standard", "long"]), default="standard",
+                 show_default=True, help="How deep: quick runs the memory test over a tenth of free memory, the "
+                 "matrix products and the training step; standard every test over half; long every test over 90% "
+                 "of free memory, each per-GPU test three times (as DCGM's r1-r3)."),
+    click.option("--iterations", "smoke_iterations", type=click.IntRange(1, 100), metavar="N",
+                 help="Run each per-GPU test N times and keep the worst result [default: the level's: 1, long 3]."),
+    click.option("--memory-share", "smoke_memory_share", type=float, metavar="FRACTION",
+                 help="Share of each GPU's free memory the memory test writes and reads back [default: the "
+                      "level's: quick 0.1, standard 0.5, long 0.9]."),
     click.option("--repo", "smoke_repo", metavar="PATH", shell_complete=_complete_folders,
                  help="A YOLOv9 checkout: with --workload, measure that workload's training steps there (its own "
                       "models/ and loss) beside plan's estimate. Nothing in it is changed, but its code runs, as "
@@ -262,7 +269,11 @@ def _smoke(values: Dict[str, Any], command: str):
         except ValueError:
             raise click.BadParameter("a list of CUDA indices such as 0,1, got %r" % values["smoke_gpus"],
                                      param_hint="--gpus")
-    share = values.get("smoke_memory_share", 0.5)
+    from preflight.probes.smoke import LEVELS
+
+    level = LEVELS[values.get("smoke_level") or "standard"]
+    share = values.get("smoke_memory_share")
+    share = level["memory_share"] if share is None else share
     if not 0 < share <= 0.95:
         raise click.BadParameter("must be more than 0 and at most 0.95 (the test must leave the GPU room), got %s"
                                  % share, param_hint="--memory-share")
@@ -273,7 +284,8 @@ def _smoke(values: Dict[str, Any], command: str):
     if command == "smoke" and values.get("workload") and not values.get("smoke_repo"):
         raise click.UsageError("--workload is measured in a YOLOv9 checkout (its models/ and loss): give --repo "
                                "PATH, e.g. --repo ~/yolov9 (preflight plan estimates it without one)")
-    return SmokeOptions(values.get("smoke_device") or "auto", gpus, share, values.get("smoke_repo"))
+    return SmokeOptions(values.get("smoke_device") or "auto", gpus, share, values.get("smoke_repo"), level["tests"],
+                        values.get("smoke_iterations") or level["iterations"])
 
 
 KEEP = [
@@ -466,7 +478,7 @@ def _build_smoke() -> click.Command:
         Exit codes: 0 passed, 1 a check failed, 2 bad usage.
         """
         from preflight.commands import check as command
-        from preflight.probes.smoke import TEST_OF_RULE, tests_for
+        from preflight.probes.smoke import TEST_OF_RULE, rules_for, tests_for
 
         # --select and --ignore choose among smoke's rules, and so which of its tests run.
         chosen = options.select if "select" in options.given and options.select else ("smoke",)
@@ -475,12 +487,13 @@ def _build_smoke() -> click.Command:
         if others:
             raise click.BadParameter("%s: smoke runs only its own rules (%s)" % (
                 ", ".join(others), ", ".join(["smoke.torch"] + list(TEST_OF_RULE))), param_hint="--select")
-        tests = tests_for(chosen, options.ignore)
-        if not tests:
+        # The level's tests, unless --select names rules itself.
+        rules = rules_for(chosen, options.ignore, options.smoke.tests if chosen == ("smoke",) else ())
+        if not rules:
             raise click.BadParameter("no smoke test is left to run after --select and --ignore",
                                      param_hint="--select")
-        options = options.replace(select=tuple(chosen) + ("smoke.torch",), given=options.given | {"select"},
-                                  smoke=options.smoke._replace(tests=tests))
+        options = options.replace(select=("smoke.torch",) + rules, given=options.given | {"select"},
+                                  smoke=options.smoke._replace(tests=tests_for(rules)))
         return command.main(options, _shown(output_format, output, quiet, color), _warn, _kept(report_dir, syslog))
     return smoke
 

@@ -488,3 +488,36 @@ def test_a_module_the_checkout_imports_and_the_interpreter_lacks_gets_the_checko
     found, _ = results(run_cli("smoke", "--python", torch_python, "--device", "cpu", "--workload", "gelan-c",
                                "--repo", str(checkout), "--select", "smoke.fit", "--format", "json"))
     assert not any("pip install" in c for c in found["smoke.fit"]["fix"]["commands"]), found["smoke.fit"]["fix"]
+
+
+def test_repeated_tests_keep_the_worst_result():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("smoke_worker", REPO / "preflight" / "probes" / "smoke_worker.py")
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)
+    assert worker._worst("memory", {"errors": 0, "seconds": 1.0}, {"errors": 3, "seconds": 1.5})["errors"] == 3
+    matmul = worker._worst("matmul", {"fp16": {"supported": True, "max_relative_error": 0.2, "finite": True}},
+                           {"fp16": {"supported": True, "max_relative_error": 0.001, "finite": False}})
+    assert matmul["fp16"] == {"supported": True, "max_relative_error": 0.2, "finite": False}
+    assert worker._worst("throughput", {"matmul_tflops": 700.0, "bandwidth_gbs": 4000.0},
+                         {"matmul_tflops": 350.0, "bandwidth_gbs": 4100.0}) == {"matmul_tflops": 350.0,
+                                                                                "bandwidth_gbs": 4000.0}
+    assert worker._worst("train_step", {"ok": False, "losses": ["nan"]}, {"ok": True})["ok"] is False
+    assert "error" in worker._worst("memory", {"errors": 0}, {"error": "CUDA error: an illegal memory access"})
+
+
+def test_levels_choose_the_tests_and_the_depth(torch_python):
+    quick, _ = results(run_cli("smoke", "--python", torch_python, "--device", "cpu", "--level", "quick", "--format",
+                               "json", subprocess_only=True))
+    assert set(quick) == {"smoke.torch", "smoke.memory", "smoke.matmul.fp32", "smoke.matmul.tf32",
+                          "smoke.matmul.fp16", "smoke.matmul.bf16", "smoke.train_step"}, sorted(quick)
+    assert all(r["status"] in ("pass", "skip") for r in quick.values()), quick
+    from preflight.commands.options import SmokeOptions
+    from preflight.probes.smoke import LEVELS
+
+    long = SmokeOptions(memory_share=LEVELS["long"]["memory_share"], iterations=LEVELS["long"]["iterations"])
+    request = long.request(None, 60.0)
+    assert request["memory_share"] == 0.9 and request["iterations"] == 3
+    bad = run_cli("smoke", "--iterations", "0")
+    assert bad.returncode == 2 and "--iterations" in bad.stderr

@@ -58,6 +58,7 @@ class SmokeOptions(NamedTuple):
     memory_share: float = 0.5
     repo: Optional[str] = None  # a YOLOv9 checkout: measure the workload's training steps there
     tests: Tuple[str, ...] = ()  # the worker's tests to run (--select/--ignore over smoke's rules); (): all
+    iterations: int = 1  # each per-GPU test repeated, the worst result kept (--iterations, --level long)
 
     def request(self, workload: Optional[dict], timeout: float) -> dict:
         """The smoke worker's request (preflight/probes/smoke_worker.py): it keeps a tenth of the deadline (at
@@ -67,6 +68,8 @@ class SmokeOptions(NamedTuple):
                    "budget": timeout - min(5.0, timeout / 10)}
         if self.tests:
             request["checks"] = list(self.tests)
+        if self.iterations > 1:
+            request["iterations"] = self.iterations
         if workload is not None and self.repo:
             dual = workload.get("train_script", "train_dual.py") == "train_dual.py"  # YOLOv9's two heads
             request["fit"] = {"repo": self.repo, "cfg": "models/detect/%s.yaml" % workload["id"],

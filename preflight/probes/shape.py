@@ -97,7 +97,7 @@ KERNEL_LOG = {
 }
 # The active test's answer (probes/smoke_worker.py): every check may instead hold "error" (and "where") or
 # "skipped"; NaN never appears (the worker writes losses as text and non-finite errors as null).
-_FAILED = {"error": "str?", "where": "str?", "skipped": "str?"}
+_FAILED = {"error": "str?", "where": "str?", "skipped": "str?", "iterations": "int?"}
 _PRECISION = {"?": True, "supported": "bool?", "max_relative_error": "num?", "finite": "bool?"}
 SMOKE = {
     "?": True, "python": "str?", "interpreter": "str?", "torch": "str?", "torch_cuda": "str?", "device": "str?",

@@ -26,13 +26,28 @@ TEST_OF_RULE = {
 }
 
 
-def tests_for(select: Sequence[str], ignore: Sequence[str]) -> Tuple[str, ...]:
-    """The worker's tests the chosen smoke rules need (a rule id, or a prefix of ids such as smoke.matmul)."""
+# --level: what each runs (tests: () all; the memory test's share of free memory; each per-GPU test's repetitions).
+# What they cost is in the README (measured on the CPU build; on GPUs each test is bounded by the budget).
+LEVELS = {
+    "quick": {"tests": ("memory", "matmul", "train_step"), "memory_share": 0.1, "iterations": 1},
+    "standard": {"tests": (), "memory_share": 0.5, "iterations": 1},
+    "long": {"tests": (), "memory_share": 0.9, "iterations": 3},
+}
+
+
+def rules_for(select: Sequence[str], ignore: Sequence[str], tests: Sequence[str] = ()) -> Tuple[str, ...]:
+    """The smoke rules chosen (a rule id, or a prefix of ids such as smoke.matmul), among those of ``tests`` (the
+    worker's tests a level runs; () all)."""
     def names(rule: str, patterns: Sequence[str]) -> bool:
         return any(rule == pattern or rule.startswith(pattern + ".") for pattern in patterns)
 
-    chosen = [rule for rule in TEST_OF_RULE if names(rule, select) and not names(rule, ignore)]
-    return tuple(dict.fromkeys(TEST_OF_RULE[rule] for rule in chosen))
+    return tuple(rule for rule, test in TEST_OF_RULE.items()
+                 if names(rule, select) and not names(rule, ignore) and (not tests or test in tests))
+
+
+def tests_for(rules: Sequence[str]) -> Tuple[str, ...]:
+    """The worker's tests those rules judge, each once."""
+    return tuple(dict.fromkeys(TEST_OF_RULE[rule] for rule in rules))
 
 
 def probe(request: Optional[Dict[str, Any]], python: Optional[str], timeout: float,
