@@ -320,14 +320,25 @@ def fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
             details["smoke_python"] = shlex.quote(str(answer(facts).get("interpreter") or "python"))
         return "failed", details
     points = measured.get("points") or []
-    shown = "; ".join("batch %d: %s" % (p["batch"], "peak %s allocated, %s reserved" % (
-        units.format_bytes(p["allocated_bytes"]), units.format_bytes(p["reserved_bytes"]))
-        if "reserved_bytes" in p else "ran (memory is measured on a GPU only)") for p in points)
+
+    def said(point: Dict[str, Any]) -> str:
+        speed = ("%.3g s per step" % point["seconds_per_step"]) if isinstance(point.get("seconds_per_step"),
+                                                                             (int, float)) else ""
+        if "reserved_bytes" not in point:  # the CPU: what it measured is the time, nothing of GPU memory
+            return speed or "ran"
+        memory = "peak %s allocated, %s reserved" % (units.format_bytes(point["allocated_bytes"]),
+                                                     units.format_bytes(point["reserved_bytes"]))
+        return "%s, %s" % (memory, speed) if speed else memory
+
+    shown = "; ".join("batch %d: %s" % (p["batch"], said(p)) for p in points)
     largest = measured.get("largest_batch")
+    on_gpu = any("reserved_bytes" in p for p in points)
     return "measured", {"smoke_detail": "on %s at --img %s" % (measured.get("device"), measured.get("imgsz")),
                         "smoke_points": shown or "none",
                         "smoke_largest": largest if largest is not None else "not measured on this device",
-                        "smoke_estimate": _estimated(facts, points)}
+                        # Memory is compared only where it was measured: on the CPU nothing is set beside the plan.
+                        "smoke_estimate": _estimated(facts, points) if on_gpu else
+                        "not compared: GPU memory is measured on a GPU only"}
 
 
 def _estimated(facts: SnapshotView, points: List[Dict[str, Any]]) -> str:

@@ -122,7 +122,8 @@ SMOKE = {
         "fit": dict(_FAILED, **{
             "?": True, "device": "str?", "missing_module": "str?", "requirements": "str?", "imgsz": "int?", "per_image_bytes": "int?", "total_bytes": "int?",
             "largest_batch": "int?",
-            "points": [{"batch": "int", "loss": "str?", "allocated_bytes": "int?", "reserved_bytes": "int?"}]}),
+            "points": [{"batch": "int", "loss": "str?", "allocated_bytes": "int?", "reserved_bytes": "int?",
+                        "seconds_per_step": "num?"}]}),
     },
 }
 SNAPSHOT = {

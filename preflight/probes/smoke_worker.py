@@ -481,7 +481,9 @@ def _fit(torch, kind, indices, fit, time_left):
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
-        for _ in range(int(fit.get("steps", 2))):
+        began = time.monotonic()
+        steps = int(fit.get("steps", 2))
+        for _ in range(steps):
             images = torch.rand(size, 3, imgsz, imgsz, device=device)
             targets = _targets(torch, size, objects, device)
             optimizer.zero_grad(set_to_none=True)
@@ -495,7 +497,9 @@ def _fit(torch, kind, indices, fit, time_left):
                 for kept, current in zip(ema.state_dict().values(), model.state_dict().values()):
                     if kept.dtype.is_floating_point:
                         kept.mul_(0.9999).add_(current.detach(), alpha=0.0001)
-        point = {"batch": size, "loss": "%.4g" % float(loss.detach().float().sum())}
+        _sync(torch, device)
+        point = {"batch": size, "loss": "%.4g" % float(loss.detach().float().sum()),
+                 "seconds_per_step": round((time.monotonic() - began) / max(1, steps), 4)}
         if cuda:
             torch.cuda.synchronize(device)
             point["allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
