@@ -190,6 +190,8 @@ _WORKLOAD_DETAILS = [
 WORKLOAD = workload_group()
 FIT = [setting("fit_labels", help=None)]  # check --format nfd and serve --nfd-output publish them
 SMOKE_TIMEOUT = "60"  # the active test's default deadline: a few seconds per GPU plus torch's import
+FIT_BUDGET = 240.0  # with --repo the measured fit's own budget, added to the default deadline (building a real
+# GELAN or YOLOv9 model and a few steps at batch 16 takes minutes on a CPU, tens of seconds on a GPU)
 SMOKE = [
     click.option("--device", "smoke_device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
                  show_default=True, help="Where the active test runs: auto takes the GPUs on a machine with an "
@@ -209,6 +211,15 @@ SMOKE = [
                  help="A YOLOv9 checkout: with --workload, measure that workload's training steps there (its own "
                       "models/ and loss) beside plan's estimate. Nothing in it is changed, but its code runs, as "
                       "you: as root, a checkout another user owns is refused unless --trust-repo."),
+    click.option("--cfg", "smoke_cfg", metavar="PATH",
+                 help="With --repo: the model definition to build, as the trainer's --cfg takes it (relative to "
+                      "the checkout) [default: models/detect/WORKLOAD.yaml]."),
+    click.option("--hyp", "smoke_hyp", metavar="PATH",
+                 help="With --repo: the hyperparameter file the loss reads, as the trainer's --hyp takes it "
+                      "[default: data/hyps/hyp.scratch-high.yaml]."),
+    click.option("--data", "smoke_data", metavar="PATH",
+                 help="With --repo: the dataset YAML whose nc (number of classes) the model is built with, as the "
+                      "trainer's --data [default: 80 classes, COCO's]."),
     click.option("--trust-repo", "smoke_trust_repo", is_flag=True,
                  help="Run --repo's code as root even though another user owns the checkout (as git's "
                       "safe.directory: whoever owns it decides what root runs)."),
@@ -279,13 +290,17 @@ def _smoke(values: Dict[str, Any], command: str):
                                  % share, param_hint="--memory-share")
     if values.get("smoke_repo") and not values.get("workload"):
         raise click.UsageError("--repo measures a workload: give --workload too (e.g. --workload gelan-c)")
+    for name in ("cfg", "hyp", "data"):
+        if values.get("smoke_" + name) and not values.get("smoke_repo"):
+            raise click.UsageError("--%s is a file of the checkout the fit measures in: give --repo PATH too" % name)
     if values.get("smoke_repo") and not values.get("smoke_trust_repo"):
         _refuse_a_checkout_of_another_user(values["smoke_repo"])
     if command == "smoke" and values.get("workload") and not values.get("smoke_repo"):
         raise click.UsageError("--workload is measured in a YOLOv9 checkout (its models/ and loss): give --repo "
                                "PATH, e.g. --repo ~/yolov9 (preflight plan estimates it without one)")
     return SmokeOptions(values.get("smoke_device") or "auto", gpus, share, values.get("smoke_repo"), level["tests"],
-                        values.get("smoke_iterations") or level["iterations"])
+                        values.get("smoke_iterations") or level["iterations"], values.get("smoke_cfg"),
+                        values.get("smoke_hyp"), values.get("smoke_data"), FIT_BUDGET)
 
 
 KEEP = [
@@ -331,7 +346,7 @@ def check_options(*groups) -> Callable:
                 raise click.UsageError("%s only mean something with --smoke" % ", ".join(
                     "--" + name[len("smoke_"):].replace("_", "-") for name in sorted(inert)))
             if smoke is not None and "timeout" not in given:
-                values["timeout"] = SMOKE_TIMEOUT
+                values["timeout"] = str(float(SMOKE_TIMEOUT) + (FIT_BUDGET if smoke.repo else 0))
             kwargs["options"] = CheckOptions(
                 profile=profile, rules_paths=list(values.get("rules_paths", ())),
                 select=values.get("select", ()), ignore=values.get("ignore", ()),
@@ -472,7 +487,8 @@ def _build_smoke() -> click.Command:
 
         \b
         Everything runs in --python's interpreter (else this one) with its torch, in its own process group, killed
-        at --timeout (60 s by default); a test that finishes is judged even if the deadline cuts a later one.
+        at --timeout (60 s by default; with --repo 300 s, 240 of them the measured fit's own budget); a test that
+        finishes is judged even if the deadline cuts a later one.
         --select and --ignore choose among the smoke rules, and so which tests run (--select smoke.memory runs
         only the memory test). It loads the GPUs: slurm and serve never run it by default.
         Exit codes: 0 passed, 1 a check failed, 2 bad usage.

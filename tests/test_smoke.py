@@ -113,8 +113,9 @@ def test_the_measured_fit_builds_the_checkouts_own_model_and_changes_nothing(tor
     fit = found["smoke.fit"]
     assert fit["status"] == "pass", fit
     # On the CPU it says what it measured (the time per step) and sets no memory figure beside plan's estimate.
-    assert re.search(r"on cpu at --img 64: batch 2: [\d.e-]+ s per step; batch 4: [\d.e-]+ s per step",
-                     fit["message"]), fit["message"]
+    assert re.search(r"models/detect/gelan-c.yaml with 80 classes on cpu at --img 64, in [\d.]+ s of its [\d.]+ s "
+                     r"budget: batch 2: [\d.e-]+ s per step; batch 4: [\d.e-]+ s per step", fit["message"]), \
+        fit["message"]
     assert "plan's estimate: not compared: GPU memory is measured on a GPU only" in fit["message"]
     assert _tree(checkout) == before  # not even __pycache__
     # A checkout without the workload's model definition: the fit fails, and says where it looked.
@@ -523,3 +524,35 @@ def test_levels_choose_the_tests_and_the_depth(torch_python):
     assert request["memory_share"] == 0.9 and request["iterations"] == 3
     bad = run_cli("smoke", "--iterations", "0")
     assert bad.returncode == 2 and "--iterations" in bad.stderr
+
+
+def test_the_fit_builds_what_the_trainer_would_from_cfg_hyp_and_data(torch_python, tmp_path):
+    checkout = _checkout(tmp_path / "yolov9")
+    (checkout / "models" / "detect" / "mine.yaml").write_text("nc: 80\n")
+    (checkout / "data" / "mine.yaml").write_text("path: ../datasets/mine\nnc: 3\nnames: [a, b, c]\n")
+    (checkout / "data" / "hyps" / "hyp.mine.yaml").write_text("box: 7.5\ncls: 0.5\ndfl: 1.5\n")
+    found, _ = results(run_cli("smoke", "--python", torch_python, "--device", "cpu", "--workload", "gelan-c",
+                               "--batch", "2", "--img", "64", "--repo", str(checkout), "--cfg",
+                               "models/detect/mine.yaml", "--hyp", "data/hyps/hyp.mine.yaml", "--data",
+                               "data/mine.yaml", "--select", "smoke.fit", "--format", "json"))
+    assert found["smoke.fit"]["status"] == "pass", found["smoke.fit"]
+    assert "models/detect/mine.yaml with 3 classes on cpu" in found["smoke.fit"]["message"]
+    bad, _ = results(run_cli("smoke", "--python", torch_python, "--device", "cpu", "--workload", "gelan-c",
+                             "--repo", str(checkout), "--data", "data/none.yaml", "--select", "smoke.fit",
+                             "--format", "json"))
+    assert bad["smoke.fit"]["status"] == "fail" and "cannot read nc (the number of classes) from" in \
+        bad["smoke.fit"]["message"]
+    alone = run_cli("smoke", "--data", "data/mine.yaml")
+    assert alone.returncode == 2 and "--data is a file of the checkout the fit measures in" in alone.stderr
+
+
+def test_with_a_checkout_the_default_deadline_keeps_a_budget_for_the_fit():
+    from preflight.commands.options import SmokeOptions
+
+    workload = {"id": "gelan-c", "batch": 16, "imgsz": 640}
+    request = SmokeOptions(repo="/x", fit_budget=240.0).request(workload, 300.0)
+    assert request["budget"] == 295.0 and request["fit"]["budget"] == 240.0
+    short = SmokeOptions(repo="/x", fit_budget=240.0).request(workload, 60.0)  # --timeout 60: the tests keep 50 s
+    assert short["budget"] == 55.0 and short["fit"]["budget"] == 5.0
+    completed = run_cli("smoke", "--repo", "/nonexistent", "--workload", "gelan-c", "--help")
+    assert completed.returncode == 0

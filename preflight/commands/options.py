@@ -59,6 +59,10 @@ class SmokeOptions(NamedTuple):
     repo: Optional[str] = None  # a YOLOv9 checkout: measure the workload's training steps there
     tests: Tuple[str, ...] = ()  # the worker's tests to run (--select/--ignore over smoke's rules); (): all
     iterations: int = 1  # each per-GPU test repeated, the worst result kept (--iterations, --level long)
+    cfg: Optional[str] = None  # the fit's model definition, relative to the checkout (the trainer's --cfg)
+    hyp: Optional[str] = None  # the hyperparameter file its loss reads (the trainer's --hyp)
+    data: Optional[str] = None  # the dataset YAML whose nc the model is built with (the trainer's --data)
+    fit_budget: float = 0.0  # seconds of the deadline kept for the measured fit
 
     def request(self, workload: Optional[dict], timeout: float) -> dict:
         """The smoke worker's request (preflight/probes/smoke_worker.py): it keeps a tenth of the deadline (at
@@ -72,10 +76,13 @@ class SmokeOptions(NamedTuple):
             request["iterations"] = self.iterations
         if workload is not None and self.repo:
             dual = workload.get("train_script", "train_dual.py") == "train_dual.py"  # YOLOv9's two heads
-            request["fit"] = {"repo": self.repo, "cfg": "models/detect/%s.yaml" % workload["id"],
+            request["fit"] = {"repo": self.repo, "cfg": self.cfg or "models/detect/%s.yaml" % workload["id"],
+                              "hyp": self.hyp or "data/hyps/hyp.scratch-high.yaml", "data": self.data,
                               "batch": workload["batch"], "imgsz": workload["imgsz"],
                               "objects": workload.get("max_objects") or 8,
-                              "loss_module": "utils.loss_tal_dual" if dual else "utils.loss_tal"}
+                              "loss_module": "utils.loss_tal_dual" if dual else "utils.loss_tal",
+                              # the other tests keep 50 s of a deadline the user shortened; the fit the rest
+                              "budget": min(self.fit_budget, max(0.0, request["budget"] - 50.0))}
         return request
 
 

@@ -333,7 +333,11 @@ def fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     shown = "; ".join("batch %d: %s" % (p["batch"], said(p)) for p in points)
     largest = measured.get("largest_batch")
     on_gpu = any("reserved_bytes" in p for p in points)
-    return "measured", {"smoke_detail": "on %s at --img %s" % (measured.get("device"), measured.get("imgsz")),
+    detail = "%s with %s classes on %s at --img %s, in %s s of its %s s budget%s" % (
+        measured.get("cfg") or "the model", measured.get("classes", 80), measured.get("device"), measured.get("imgsz"),
+        measured.get("seconds", "?"), measured.get("budget_seconds", "?"),
+        "; %s" % measured["stopped"] if measured.get("stopped") else "")
+    return "measured", {"smoke_detail": detail,
                         "smoke_points": shown or "none",
                         "smoke_largest": largest if largest is not None else "not measured on this device",
                         # Memory is compared only where it was measured: on the CPU nothing is set beside the plan.

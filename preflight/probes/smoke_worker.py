@@ -56,7 +56,9 @@ def main(argv):
     report["asked"] = [name for name in checks if name != "fit" or request.get("fit")]  # what a deadline may cut
     share = float(request.get("memory_share", 0.5))
     iterations = max(1, int(request.get("iterations", 1)))
-    per_device = max(1.0, left() * 0.6 / max(1, len(indices)))  # the rest: collectives and the measured fit
+    fit_budget = float((request.get("fit") or {}).get("budget") or 0)  # the measured fit's own time
+    # The rest of the budget: the collective (and the fit when it has no budget of its own).
+    per_device = max(1.0, (left() - fit_budget) * 0.6 / max(1, len(indices)))
     for index in indices:
         device = torch.device(device_kind, index) if device_kind == "cuda" else torch.device("cpu")
         entry = {"index": index, "device": str(device), "name": _name(torch, device)}
@@ -82,8 +84,9 @@ def main(argv):
             _progress(report, entry, name, index, left())
         report["devices"].append(entry)
     if "collective" in checks:
-        report["checks"]["collective"] = (_guarded(lambda: _collective(torch, device_kind, indices, left()))
-                                          if left() > 5 else {"skipped": "no time left in the budget"})
+        report["checks"]["collective"] = (_guarded(lambda: _collective(torch, device_kind, indices,
+                                                                        left() - fit_budget))
+                                          if left() - fit_budget > 5 else {"skipped": "no time left in the budget"})
         _progress(report, None, "collective", None, left())
     if "fit" in checks and request.get("fit"):
         report["checks"]["fit"] = (_guarded(lambda: _fit(torch, device_kind, indices, request["fit"], left()))
@@ -454,9 +457,21 @@ def _fit(torch, kind, indices, fit, time_left):
     per-image slope between them. Nothing is written into the checkout (no bytecode either)."""
     sys.dont_write_bytecode = True
     repo = os.path.abspath(fit["repo"])
-    cfg = os.path.join(repo, fit["cfg"])
+    cfg = os.path.join(repo, fit["cfg"])  # an absolute --cfg stays as it is
     if not os.path.isfile(cfg):
         return {"error": "no model definition at %s" % cfg}
+    classes = 80
+    if fit.get("data"):
+        data = os.path.join(repo, fit["data"])
+        try:
+            import yaml  # the checkout's requirements include PyYAML
+
+            with open(data) as handle:
+                classes = int(yaml.safe_load(handle)["nc"])
+        except Exception as exc:
+            return {"error": "cannot read nc (the number of classes) from %s: %s" % (data, _one_line(exc))}
+    started = time.monotonic()
+    budget = float(fit.get("budget") or time_left)
     sys.path.insert(0, repo)
     from models.yolo import (
         Model,  # the checkout's own code: what the trainer would build
@@ -464,8 +479,8 @@ def _fit(torch, kind, indices, fit, time_left):
 
     loss_module = __import__(fit.get("loss_module", "utils.loss_tal"), fromlist=["ComputeLoss"])
     device = torch.device(kind, indices[0]) if kind == "cuda" else torch.device("cpu")
-    model = Model(cfg, ch=3, nc=int(fit.get("classes", 80))).to(device)
-    model.hyp = _hyp(repo)
+    model = Model(cfg, ch=3, nc=classes).to(device)
+    model.hyp = _hyp(os.path.join(repo, fit.get("hyp") or "data/hyps/hyp.scratch-high.yaml"))
     # The trainer keeps an exponential moving average of the weights (ModelEMA, a full copy on the GPU): counted.
     ema = copy.deepcopy(model).train(False)
     for parameter in ema.parameters():
@@ -477,7 +492,11 @@ def _fit(torch, kind, indices, fit, time_left):
     imgsz, batch = int(fit["imgsz"]), int(fit["batch"])
     objects = int(fit.get("objects", 8))
     measured = []
+    stopped = None
     for size in sorted({max(1, batch // 2), batch}):
+        if time.monotonic() - started > budget:
+            stopped = "its %.0f s budget ended before batch %d" % (budget, size)
+            break
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
@@ -505,7 +524,10 @@ def _fit(torch, kind, indices, fit, time_left):
             point["allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
             point["reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
         measured.append(point)
-    result = {"points": measured, "device": str(device), "imgsz": imgsz}
+    result = {"points": measured, "device": str(device), "imgsz": imgsz, "cfg": fit["cfg"], "classes": classes,
+              "budget_seconds": round(budget, 1), "seconds": round(time.monotonic() - started, 2)}
+    if stopped:
+        result["stopped"] = stopped
     if cuda and len(measured) == 2:
         low, high = measured
         slope = (high["reserved_bytes"] - low["reserved_bytes"]) / float(high["batch"] - low["batch"])
@@ -524,11 +546,11 @@ def _fit(torch, kind, indices, fit, time_left):
 _HYP = {"box": 7.5, "cls": 0.5, "cls_pw": 1.0, "dfl": 1.5, "fl_gamma": 0.0, "label_smoothing": 0.0}
 
 
-def _hyp(repo):
+def _hyp(path):
     try:
         import yaml  # the checkout's requirements include PyYAML
 
-        with open(os.path.join(repo, "data", "hyps", "hyp.scratch-high.yaml")) as handle:
+        with open(path) as handle:
             return dict(_HYP, **yaml.safe_load(handle))
     except Exception:
         return dict(_HYP)
