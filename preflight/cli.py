@@ -15,7 +15,8 @@ Exit codes (stable; ``preflight.errors.ExitCode``):
   128+N  killed by signal N (130 SIGINT, 143 SIGTERM), helpers killed first
   78 preflight exec: the checks failed and the command was not started (--fail-exit-code)
 exec passes the command's own status through (126/127: it cannot be run / is not found);
-check --format npd uses node-problem-detector's codes (0 OK, 1 problem, 2 unknown).
+check --format npd uses node-problem-detector's codes (0 OK, 1 problem, 2 unknown); check --format nagios the
+Nagios plugin codes (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN, also when the check could not run).
 """
 
 from __future__ import annotations
@@ -959,6 +960,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         process.reopen()  # an earlier run in this process closed it on its way out
     argv = list(sys.argv[1:] if argv is None else argv)
     as_prolog = _runs_as_prolog(argv, os.environ)
+    as_nagios = _asks_nagios(argv)
+    could_not_run = None  # why the command did not run (a Nagios plugin reports that as UNKNOWN)
     try:
         argv = with_environment_args(argv, os.environ, lambda name: _option_arity(command(name)))
         code = cli.main(args=argv, prog_name="preflight", standalone_mode=False)
@@ -967,12 +970,14 @@ def main(argv: Optional[List[str]] = None) -> None:
         exc.show(file=shown)  # the option's value is the user's: escaped like every other message
         say(shown.getvalue())
         code = exc.exit_code  # 2 for usage errors
+        could_not_run = exc.format_message()
     except click.Abort:
         click.echo("preflight: interrupted", err=True)
         code = ExitCode.INTERRUPTED
     except PreflightError as exc:
         say("preflight: error: %s" % exc)
         code = exc.exit_code  # 2 for bad input; 4 when Slurm's scontrol fails (preflight slurm)
+        could_not_run = str(exc)
     except KeyboardInterrupt:
         click.echo("preflight: interrupted", err=True)
         code = ExitCode.INTERRUPTED
@@ -982,7 +987,15 @@ def main(argv: Optional[List[str]] = None) -> None:
         say("preflight: internal error: %s: %s\n  This is a bug in preflight; rerun with PREFLIGHT_DEBUG=1 "
             "for the traceback and report it." % (type(exc).__name__, exc))
         code = ExitCode.INTERNAL
+        could_not_run = "internal error: %s" % type(exc).__name__
     code = code if isinstance(code, int) else 0
+    if as_nagios and could_not_run is not None and code != 0:
+        # A monitoring system reads a plugin's 2 as CRITICAL: a check that did not run is UNKNOWN (3), said on
+        # standard output, where it reads the plugin's line.
+        from preflight.render import nagios
+
+        sys.stdout.write(nagios.could_not_run(could_not_run))
+        code = nagios.UNKNOWN
     if as_prolog and code not in (ExitCode.OK, ExitCode.FAILED) and code < 128:
         # Slurm drains the node on any other exit of a prolog ("Prolog error"), which nothing resumes: preflight's
         # own trouble (bad usage, a bad environment variable, a bug) must never take a node out of service.
@@ -990,6 +1003,11 @@ def main(argv: Optional[List[str]] = None) -> None:
             "unchecked: a prolog fails a job only for a fault of its GPUs or of the node" % code)
         code = ExitCode.OK
     _exit(code)
+
+
+def _asks_nagios(argv: List[str]) -> bool:
+    """Whether the command line asks for --format nagios (read before click, which may refuse the line)."""
+    return "--format=nagios" in argv or any(a == "--format" and b == "nagios" for a, b in zip(argv, argv[1:]))
 
 
 def _runs_as_prolog(argv: List[str], environ) -> bool:

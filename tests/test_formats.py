@@ -318,3 +318,37 @@ def test_standard_output_full_or_closed_is_said_and_keeps_the_checks_exit_code()
                                 % (sys.executable, fmt, H200), shell=True, stderr=subprocess.PIPE, text=True,
                                 env=clean_env(), cwd=NEUTRAL_CWD)
         assert closed.returncode == 0 and "standard output is closed" in closed.stderr, closed.stderr
+
+
+# --- the Nagios plugin convention (Icinga, Naemon, Zabbix's agent) ------------------------------------------------
+
+def _nagios(*args):
+    completed = run_cli("check", "--format", "nagios", *args)
+    first, *rest = completed.stdout.splitlines()
+    status, _, performance = first.partition(" | ")
+    values = dict(item.split("=", 1) for item in performance.split())
+    return completed.returncode, status, values, rest
+
+
+def test_nagios_ok_warning_critical_and_unknown_each_with_its_exit_code(tmp_path):
+    code, status, values, rest = _nagios("--profile", "node", "--nvml-fixture", nvml_fixture("h200-driver580.json"))
+    assert code == 0 and status.startswith("PREFLIGHT OK - 17 passed (node profile)") and rest == []
+    assert values["passed"] == "17;;;0" and values["failed"] == "0;;;0" and values["time"].endswith("s;;;0")
+    a100 = nvml_fixture("2x-a100-40g-driver550-ecc.json")
+    code, status, values, rest = _nagios("--nvml-fixture", a100, "--select", "driver.version")
+    assert code == 1 and status.startswith("PREFLIGHT WARNING - driver.version driver 550.54.15")
+    assert rest == ["WARN driver.version: driver 550.54.15, expected >= 530, recommended >= 580"]
+    code, status, values, rest = _nagios("--profile", "node", "--nvml-fixture", a100)
+    assert code == 2 and status.startswith("PREFLIGHT CRITICAL - gpu.health gpu1 NVIDIA A100-SXM4-40GB: 2 uncorrected")
+    assert rest[0].startswith("FAIL gpu.health gpu1:") and values["failed"] == "1;;;0"
+    hung = tmp_path / "python"
+    hung.write_text("#!/bin/sh\nexec sleep 30\n")
+    hung.chmod(0o755)
+    code, status, values, rest = _nagios("--nvml-fixture", a100, "--select", "torch.cuda", "--python", str(hung),
+                                         "--timeout", "2")
+    assert code == 3 and status.startswith("PREFLIGHT UNKNOWN - torch.cuda") and values["unknown"] == "1;;;0"
+    # A check that cannot run at all is UNKNOWN too (a monitoring system reads 2 as CRITICAL), on standard output.
+    completed = run_cli("check", "--format", "nagios", "--select", "nope")
+    assert completed.returncode == 3 and completed.stdout.startswith(
+        "PREFLIGHT UNKNOWN - preflight could not run: --select nope: no rule id") and "\n" == completed.stdout[-1]
+    assert " | " not in completed.stdout  # no performance data from a check that did not run

@@ -21,6 +21,7 @@ RENDERERS: Dict[str, Dict[str, Tuple[str, Tuple[str, ...]]]] = {
         "prometheus": ("preflight.render.prometheus:render", ()),
         "nfd": ("preflight.render.nfd:render", ("expires_in",)),
         "npd": ("preflight.render.npd:render", ()),
+        "nagios": ("preflight.render.nagios:render", ()),
     },
     "facts": {
         "json": ("preflight.render.formats:as_json", ()),
@@ -92,4 +93,8 @@ def as_json_line(document: Any) -> str:
 
 def exit_code(report, name: str) -> int:
     """The exit code for a report format: the report's, except node-problem-detector's own protocol."""
+    if name == "nagios":
+        from preflight.render import nagios
+
+        return nagios.state(report)
     return report.npd_exit_code if name == "npd" else report.exit_code
