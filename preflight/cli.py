@@ -495,12 +495,11 @@ def _build_smoke() -> click.Command:
         Exit codes: 0 passed, 1 a check failed, 2 bad usage.
         """
         from preflight.commands import check as command
-        from preflight.probes.smoke import TEST_OF_RULE, rules_for, tests_for
+        from preflight.probes.smoke import TEST_OF_RULE, not_smoke, rules_for, tests_for
 
         # --select and --ignore choose among smoke's rules, and so which of its tests run.
         chosen = options.select if "select" in options.given and options.select else ("smoke",)
-        others = [rule for rule in chosen if rule != "smoke" and rule != "smoke.torch"
-                  and not any(r == rule or r.startswith(rule + ".") for r in TEST_OF_RULE)]
+        others = not_smoke(chosen)
         if others:
             raise click.BadParameter("%s: smoke runs only its own rules (%s)" % (
                 ", ".join(others), ", ".join(["smoke.torch"] + list(TEST_OF_RULE))), param_hint="--select")

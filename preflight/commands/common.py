@@ -75,10 +75,11 @@ def keep(report, kept: Keep, warn: Warn = None, host: Optional[str] = None, line
     if kept.report_dir:
         from preflight.files import kept_reports
         from preflight.files.output import json_text
+        from preflight.integrations.slurm import scheduler_node_name
 
         # The node as the scheduler names it (fleet shows it, so its lists paste into scontrol): the Slurm node
         # name given or in slurmd's environment, else the report's host.
-        node = host or os.environ.get("SLURMD_NODENAME")
+        node = host or scheduler_node_name(os.environ)
         document = report.to_json()
         if node:
             document["node"] = node

@@ -32,58 +32,28 @@ def fold(names: Iterable[str]) -> str:
     return ",".join(parts + others)
 
 
-def pieces(folded: str) -> List[str]:
-    """A folded list's top-level elements: ``gpu-a[01-40,44],gpu-b7`` -> ``gpu-a[01-40,44]``, ``gpu-b7``."""
-    found, depth, start = [], 0, 0
-    for index, char in enumerate(folded):
-        if char == "[":
-            depth += 1
-        elif char == "]":
-            depth -= 1
-        elif char == "," and depth == 0:
-            found.append(folded[start:index])
-            start = index + 1
-    if folded[start:]:
-        found.append(folded[start:])
-    return found
-
-
-def _split_ranges(piece: str, width: int) -> List[str]:
-    """One element too long for a line, as several of the same prefix: ``n[1,3,5-9]`` -> ``n[1,3]``, ``n[5-9]``
-    (a list of its own each: the union is the element). An element with more than one bracket stays whole."""
-    found = re.match(r"^([^\[\]]*)\[([^\[\]]*)\]([^\[\]]*)$", piece)
-    if not found or len(piece) <= width:
-        return [piece]
-    prefix, ranges, suffix = found.groups()
-    room = max(1, width - len(prefix) - len(suffix) - 3)
-    out, current = [], ""
-    for item in ranges.split(","):
-        candidate = item if not current else current + "," + item
-        if current and len(candidate) > room:
-            out.append(current)
-            current = item
-        else:
-            current = candidate
-    out.append(current)
-    return ["%s[%s]%s" % (prefix, part, suffix) if ("," in part or "-" in part) else prefix + part + suffix
-            for part in out]
-
-
 def lines(folded: str, width: int) -> List[str]:
-    """``folded`` in lines of at most ``width`` characters where it can be, broken only between elements and
-    between the ranges of one element's brackets (``n[1-40]`` then ``n[44-60]`` on the next line); every line
-    but the last ends in a comma, so the lines joined are the whole list and each line alone is a list."""
+    """``folded`` in lines of at most ``width`` characters where it can be, broken only between ClusterShell's
+    contiguous ranges (``n[1-40]`` then ``n[44-60]`` on the next line); every line but the last ends in a comma,
+    so the lines joined are the whole list and each line alone is a list. A list with names NodeSet cannot read
+    (listed as they are by ``fold``) stays on one line: whole, never cut."""
+    from ClusterShell.NodeSet import NodeSet, NodeSetException
+    from ClusterShell.RangeSet import RangeSetException
+
+    try:
+        nodes = NodeSet(folded)
+    except (NodeSetException, RangeSetException):
+        return [folded]
     out: List[str] = []
-    line = ""
-    for piece in (part for element in pieces(folded) for part in _split_ranges(element, width)):
-        candidate = piece if not line else line + "," + piece
-        if line and len(candidate) + 1 > width:
-            out.append(line + ",")
-            line = piece
+    line = None
+    for part in nodes.contiguous():
+        candidate = part if line is None else line | part
+        if line is not None and len(str(candidate)) + 1 > width:
+            out.append("%s," % line)
+            line = part
         else:
             line = candidate
-    if line or not out:
-        out.append(line)
+    out.append(str(line) if line is not None else "")
     return out
 
 

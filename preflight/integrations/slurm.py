@@ -88,8 +88,13 @@ def find_slurm_conf(explicit: Optional[str], environ) -> Optional[str]:
     return next((path for path in CONF_CANDIDATES if os.path.isfile(path)), None)
 
 
+def scheduler_node_name(environ) -> Optional[str]:
+    """The node as Slurm names it, where slurmd's environment says (health program, prolog, a job); else None."""
+    return environ.get("SLURMD_NODENAME") or None
+
+
 def node_name(explicit: Optional[str], environ) -> str:
-    return explicit or environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    return explicit or scheduler_node_name(environ) or socket.gethostname().split(".")[0]
 
 
 class Scontrol:

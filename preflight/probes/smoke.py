@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from preflight.errors import ProbeError, ProbeTimeout
 from preflight.probes import process
@@ -35,14 +35,21 @@ LEVELS = {
 }
 
 
-def rules_for(select: Sequence[str], ignore: Sequence[str], tests: Sequence[str] = ()) -> Tuple[str, ...]:
-    """The smoke rules chosen (a rule id, or a prefix of ids such as smoke.matmul), among those of ``tests`` (the
-    worker's tests a level runs; () all)."""
-    def names(rule: str, patterns: Sequence[str]) -> bool:
-        return any(rule == pattern or rule.startswith(pattern + ".") for pattern in patterns)
+def _names(rule: str, patterns: Sequence[str]) -> bool:
+    """Whether a --select/--ignore list names ``rule``: its id, or a prefix of ids such as smoke.matmul."""
+    return any(rule == pattern or rule.startswith(pattern + ".") for pattern in patterns)
 
+
+def not_smoke(select: Sequence[str]) -> List[str]:
+    """The entries of ``select`` that name no smoke rule (smoke runs only its own)."""
+    return [pattern for pattern in select
+            if not any(_names(rule, [pattern]) for rule in ("smoke.torch",) + tuple(TEST_OF_RULE))]
+
+
+def rules_for(select: Sequence[str], ignore: Sequence[str], tests: Sequence[str] = ()) -> Tuple[str, ...]:
+    """The smoke rules chosen, among those of ``tests`` (the worker's tests a level runs; () all)."""
     return tuple(rule for rule, test in TEST_OF_RULE.items()
-                 if names(rule, select) and not names(rule, ignore) and (not tests or test in tests))
+                 if _names(rule, select) and not _names(rule, ignore) and (not tests or test in tests))
 
 
 def tests_for(rules: Sequence[str]) -> Tuple[str, ...]:

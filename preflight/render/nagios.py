@@ -33,9 +33,10 @@ def _plain(text: str) -> str:
 def render(report: Report) -> str:
     code = state(report)
     counts = report.counts()
-    others = [r for r in report.results if r.status in ("warn", "fail", "error") and r not in report.blocking()]
+    blocking = report.blocking()
+    others = [r for r in report.results if r.status in ("warn", "fail", "error") and r not in blocking]
     if code in (CRITICAL, UNKNOWN):
-        said = one_line(report.blocking(), 200)
+        said = one_line(blocking, 200)
     elif code == WARNING:
         said = one_line(others, 200)
     else:
@@ -43,7 +44,7 @@ def render(report: Report) -> str:
     performance = "passed=%d;;;0 warnings=%d;;;0 failed=%d;;;0 unknown=%d;;;0 time=%.3fs;;;0" % (
         counts["pass"], counts["warn"], counts["fail"], counts["error"], report.seconds)
     lines: List[str] = ["PREFLIGHT %s - %s | %s" % (WORDS[code], _plain(said), performance)]
-    for result in report.blocking() + others:  # the long output: every problem, the blocking ones first
+    for result in blocking + others:  # the long output: every problem, the blocking ones first
         subject = "" if result.subject == "system" else " %s" % result.subject
         lines.append(_plain("%s %s%s: %s" % (result.status.upper(), result.id, subject, result.message)))
     return "\n".join(lines) + "\n"
