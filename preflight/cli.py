@@ -160,12 +160,14 @@ MAX_OBJECTS_HELP = ("Training on dense data: the most labelled objects in one im
                     "a batch to its most). Without it the estimate assumes a typical count (8, as measured).")
 
 
-def workload_group(required: bool = False) -> List[Callable]:
-    """The workload to size: check, exec and serve (optional, against free GPU memory) and plan (required)."""
+def workload_group(planned: bool = False) -> List[Callable]:
+    """The workload to size: check, exec and serve (optional, against free GPU memory) and plan (required, unless
+    its Slurm mode reads it from the job's comment: plan checks that itself)."""
     return [
-        click.option("--workload", metavar="ID", required=required, shell_complete=_complete("workloads"),
+        click.option("--workload", metavar="ID", shell_complete=_complete("workloads"),
                      help="%s (yolov9-t ... yolov9-e, gelan-t ... gelan-e, or your own from --rules)." % (
-                         "The workload to plan" if required else "Size a workload against free GPU memory")),
+                         "The workload to plan [required, except in the Slurm mode]" if planned
+                         else "Size a workload against free GPU memory")),
     ] + _WORKLOAD_DETAILS
 
 
@@ -334,6 +336,8 @@ def check_options(*groups) -> Callable:
         def command(**kwargs):
             from preflight.commands.options import CheckOptions
 
+            if kwargs.get("slurm_comment") is not None:
+                kwargs = _declared(kwargs)
             values = {name: kwargs.pop(name) for name in list(kwargs) if name not in own}
             context = click.get_current_context()
             given = [name for name in values if context.get_parameter_source(name) in (
@@ -357,7 +361,8 @@ def check_options(*groups) -> Callable:
                 strict=values.get("strict", False), workload=workload, expect_gpus=values.get("expect_gpus"),
                 config=values.get("config"), given=given, command=context.info_name or "check",
                 facts_from=values.get("facts_from", "auto"), fit_labels=values.get("fit_labels", ()), smoke=smoke,
-                requirements=values.get("requirements"))
+                requirements=values.get("requirements"), slurm_gpu_types=values.get("slurm_gpu_types", ()),
+                slurm_does_not_fit=values.get("slurm_does_not_fit", "refuse"))
             return function(**kwargs)
         for declaration in reversed(declarations):
             command = declaration(command)
@@ -598,17 +603,67 @@ def _build_diagnose() -> click.Command:
     return diagnose
 
 
+SLURM_JOB = [  # plan's Slurm mode: the job as deploy/slurm/cli_filter.lua reads it from sbatch, srun or salloc
+    click.option("--slurm-comment", metavar="TEXT", help="The job's --comment: its 'preflight: workload=ID batch=N "
+                 "img=N' declaration (keys: this command's workload options and gpus) gives the workload, judged "
+                 "against the GPUs the job asks for; a comment without one: nothing judged, exit 0."),
+    click.option("--slurm-gres", metavar="SPEC", help="The job's --gres as Slurm writes it (gpu:h200:2)."),
+    click.option("--slurm-gpus", metavar="SPEC", help="The job's --gpus, its GPUs in all ([type:]count)."),
+    click.option("--slurm-gpus-per-node", metavar="SPEC", help="The job's --gpus-per-node ([type:]count)."),
+    click.option("--slurm-nodes", metavar="N[-M]", help="The job's --nodes: the GPUs per node times the most "
+                 "nodes share the batch."),
+    setting("slurm_gpu_types"),
+    setting("slurm_does_not_fit", type=click.Choice(["refuse", "warn"]), metavar=None, default="refuse",
+            show_default=True),
+]
+_WORKLOAD_KEYS = ("workload", "task", "batch", "imgsz", "fp32", "half", "optimizer", "max_objects",
+                  "instances_per_batch", "labels", "gpus")
+
+
+def _declared(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """plan --slurm-comment: the comment's declaration as the options of those names (--img for img=640), each
+    converted and checked by its own declaration; an option also on the command line is a usage error."""
+    from preflight.integrations import slurm_submit
+
+    pairs = slurm_submit.declaration(kwargs.get("slurm_comment"))
+    if pairs is None:
+        return kwargs
+    context = click.get_current_context()
+    options = {option.opts[0][2:]: option for option in context.command.params
+               if isinstance(option, click.Option) and option.name in _WORKLOAD_KEYS}
+    for key, value in pairs:
+        option = options.get(key)
+        if option is None:
+            raise click.UsageError("the job's comment declares %r: not a workload option; keys: %s" % (
+                key, ", ".join(sorted(options))))
+        if context.get_parameter_source(option.name) == click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError("--%s is given on the command line and in the job's comment: give it once" % key)
+        try:
+            if option.is_flag:
+                if value not in (None, "true", "yes", "1"):
+                    raise click.BadParameter("a flag: give %s alone" % key)
+                kwargs[option.name] = True
+            else:
+                if value is None:
+                    raise click.BadParameter("give %s=VALUE" % key)
+                kwargs[option.name] = option.type_cast_value(context, value)
+        except click.BadParameter as exc:
+            raise click.UsageError("the job's comment: %s%s: %s" % (key, "=%s" % value if value else "",
+                                                                    exc.format_message()))
+    return kwargs
+
+
 def _build_plan() -> click.Command:
     @click.command("plan")
-    @declare(workload_group(required=True))
+    @declare(workload_group(planned=True))
     @click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME", shell_complete=_complete("gpus"),
                   help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
     @click.option("--gpu-memory", metavar="SIZE", help="Plan for one GPU that is not in the catalog: its total memory "
                   "as nvidia-smi shows it (6GiB, 6144MiB); usable memory is estimated at 97% of it.")
-    @click.option("--gpus", type=int, default=1, show_default=True, metavar="N",
+    @click.option("--gpus", type=int, metavar="N",
                   help="GPUs of each kind the run uses under torchrun (DDP): the total --batch is split over them, each "
                        "row judges rank 0's share (the tightest: only rank 0 validates), and the largest batches are "
-                       "totals over the N GPUs.")
+                       "totals over the N GPUs. [default: 1; in the Slurm mode, the job's GPUs]")
     @click.option("--cc", "compute_capability", metavar="X.Y", help="With --gpu-memory: that GPU's compute capability "
                   "(8.6), to say whether PyTorch supports its architecture.")
     @click.option("--format", "output_format", type=click.Choice(format_names("plan")), default="text",
@@ -623,8 +678,9 @@ def _build_plan() -> click.Command:
     @setting("timeout", default="10", show_default=True)
     @setting("rules", help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
     @CONFIG
-    @check_options()
-    def plan(options, gpu_filters, gpu_memory, compute_capability, gpus, output_format, output, color) -> int:
+    @check_options(SLURM_JOB)
+    def plan(options, gpu_filters, gpu_memory, compute_capability, gpus, output_format, output, color,
+             slurm_comment, slurm_gres, slurm_gpus, slurm_gpus_per_node, slurm_nodes) -> int:
         """Will a workload fit, and which GPU to use: memory needed, the verdict, and the largest batches, per GPU.
 
         \b
@@ -634,15 +690,34 @@ def _build_plan() -> click.Command:
         fit (not even the training steps). --batch is the trainer's total batch; with
         --gpus N it is split over N GPUs as torchrun (DDP) splits it, rank 0 (which
         alone validates) is judged, and the largest batches are totals over the N.
+
+        \b
+        Slurm mode (--slurm-comment and the job's GPU options, as the submit filter
+        deploy/slurm/cli_filter.lua passes them): one GPU type judged, one line said.
+        Exit 1: it does not fit and the site refuses such jobs (slurm_does_not_fit);
+        0: it fits, is tight, only warned about, or not judged; 2: bad input.
         """
         from preflight.commands import plan as command
 
+        slurm = {"comment": slurm_comment, "gres": slurm_gres, "gpus": slurm_gpus,
+                 "gpus_per_node": slurm_gpus_per_node, "nodes": slurm_nodes}
+        if any(value is not None for value in slurm.values()):
+            if gpu_filters or gpu_memory is not None or compute_capability is not None:
+                raise click.UsageError("the Slurm mode judges the GPU type the job asks for: leave out --gpu, "
+                                       "--gpu-memory and --cc")
+            if output_format not in format_names("submission"):
+                raise click.UsageError("the Slurm mode writes %s, not %s" % (
+                    " or ".join(format_names("submission")), output_format))
+            return command.submission_main(options, slurm, gpus, _shown(output_format, output), _warn)
+        if options.workload is None:
+            raise click.UsageError("Missing option '--workload'.")
         if compute_capability is not None and gpu_memory is None:
             raise click.UsageError("--cc describes the GPU --gpu-memory gives; add --gpu-memory SIZE")
         if gpu_memory is not None and gpu_filters:
             raise click.UsageError("--gpu-memory plans for that GPU alone; leave out --gpu")
         custom = command.custom_gpu(gpu_memory, compute_capability) if gpu_memory is not None else None
-        return command.main(options, list(gpu_filters), _shown(output_format, output, color=color), _warn, custom, gpus)
+        return command.main(options, list(gpu_filters), _shown(output_format, output, color=color), _warn, custom,
+                            1 if gpus is None else gpus)
     return plan
 
 
@@ -930,9 +1005,9 @@ COMMANDS: Dict[str, Command] = {
         "preflight fleet reports/ --format html --output fleet.html",
         "preflight fleet http://gpu01:10480 http://gpu02:10480 --baseline gpu01")),
     "plan": Command(_build_plan, "Will a workload fit, and on which GPU.", (
-        "preflight plan --workload yolov9-c --batch 32 --gpu 4090 --gpu a100",
         "preflight plan --workload yolov9-e --batch 64 --gpus 8 --gpu h100",
-        "preflight plan --workload gelan-c --labels datasets/mine/labels --gpu-memory 6GiB")),
+        "preflight plan --workload gelan-c --labels datasets/mine/labels --gpu-memory 6GiB",
+        "preflight plan --slurm-comment 'preflight: workload=gelan-c batch=64' --slurm-gres gpu:h200:1")),
     "rules": Command(_build_rules, "List the rules (the defaults plus any --rules).", (
         "preflight rules --profile node", "preflight rules --format markdown")),
     "schema": Command(_build_schema, "Print the JSON Schema of a document preflight writes or reads.", (

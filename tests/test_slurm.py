@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
@@ -207,6 +208,7 @@ HealthCheckInterval=1
 HealthCheckNodeState=ANY
 Prolog={root}/prolog
 {gres_types}
+{cli_filter}
 NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 {gres} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
@@ -233,11 +235,14 @@ def scaled(seconds: float) -> float:
 
 
 class Cluster:
-    """slurmctld, slurmd and munged on loopback, one node; ``gpus``: the node's Gres (gpu:N, counted in gres.conf)."""
+    """slurmctld, slurmd and munged on loopback, one node; ``gpus``: the node's Gres (gpu:N, counted in gres.conf),
+    of ``gpu_type`` where given; ``cli_filter``: a cli_filter.lua beside slurm.conf, run by sbatch, srun and salloc."""
 
-    def __init__(self, root: Path, gpus: int = 0) -> None:
+    def __init__(self, root: Path, gpus: int = 0, gpu_type: str = "", cli_filter: Optional[Path] = None) -> None:
         self.root = root
         self.gpus = gpus
+        self.gpu_type = gpu_type
+        self.cli_filter = cli_filter
         self.conf = root / "etc" / "slurm.conf"
         self.env = clean_env({"SLURM_CONF": str(self.conf)})
         self.processes = []
@@ -248,16 +253,21 @@ class Cluster:
         (self.root / "munge").chmod(0o711)  # munged refuses a socket folder without x for all
         subprocess.run([_sbin("mungekey"), "--create", "--keyfile=%s/munge/munge.key" % self.root], check=True,
                        capture_output=True)
-        gres = {"gres_types": "GresTypes=gpu" if self.gpus else "", "gres": "Gres=gpu:%d" % self.gpus if self.gpus else ""}
+        typed = "%s:" % self.gpu_type if self.gpu_type else ""
+        gres = {"gres_types": "GresTypes=gpu" if self.gpus else "",
+                "gres": "Gres=gpu:%s%d" % (typed, self.gpus) if self.gpus else ""}
+        if self.cli_filter is not None:
+            shutil.copy(str(self.cli_filter), str(self.root / "etc" / "cli_filter.lua"))
         self.conf.write_text(SLURM_CONF.format(root=self.root, node=NODE, cpus=os.cpu_count(), ctld_port=free_port(),
-                                               slurmd_port=free_port(), **gres))
+                                               slurmd_port=free_port(), cli_filter="CliFilterPlugins=lua"
+                                               if self.cli_filter is not None else "", **gres))
         if self.gpus:  # stand-in device files: slurmd counts what gres.conf lists, as on a real GPU node
             devices = self.root / "dev"
             devices.mkdir()
             for index in range(self.gpus):  # character devices like /dev/null (1, 3): slurmd wants devices
                 os.mknod(str(devices / ("nvidia%d" % index)), 0o600 | stat.S_IFCHR, os.makedev(1, 3))
-            (self.root / "etc" / "gres.conf").write_text("AutoDetect=off\nName=gpu File=%s/nvidia[0-%d]\n"
-                                                        % (devices, self.gpus - 1))
+            (self.root / "etc" / "gres.conf").write_text("AutoDetect=off\nName=gpu %sFile=%s/nvidia[0-%d]\n" % (
+                "Type=%s " % self.gpu_type if self.gpu_type else "", devices, self.gpus - 1))
         self.set_fixture(H200)
         # The health program as Slurm runs it: no PATH, no SLURM_CONF; preflight finds scontrol itself.
         health = self.root / "health-check"
@@ -390,7 +400,7 @@ class Cluster:
         return self.node()
 
 
-def running_cluster(gpus: int = 0):
+def running_cluster(gpus: int = 0, **more):
     """A started Cluster (a generator for a module-scoped fixture); skips loudly where Slurm cannot run."""
     if MISSING:
         pytest.skip("SLURM IS NOT INSTALLED (missing %s): the real-cluster tests did not run; "
@@ -402,7 +412,7 @@ def running_cluster(gpus: int = 0):
     # munged wants execute permission for everyone on every folder above its socket; pytest's are 0700.
     root = Path(tempfile.mkdtemp(prefix="preflight-slurm-"))
     root.chmod(0o711)
-    running = Cluster(root, gpus)
+    running = Cluster(root, gpus, **more)
     try:
         running.start()
         yield running

@@ -57,7 +57,7 @@ def validate(paths: Sequence[str], echo: Callable[[str], None], warn=None) -> in
             config = site_config.load(path)
             rules = [site_config.rule_path(path, rule) for section in config.sections
                      for rule in section.settings.get("rules", ())]
-            ruleset = common.load_rules(rules, None, capacity=site.names_fit_labels(config))
+            ruleset = common.load_rules(rules, None, capacity=site.needs_capacity(config))
             found = site.problems(config, ruleset, PROFILES)
         except site_config.ConfigError as exc:
             found = site_config.each(exc)

@@ -108,6 +108,8 @@ class _Check(NamedTuple):
     fit_labels: Tuple[str, ...]
     smoke: Optional["SmokeOptions"]
     requirements: Optional[str]  # a project's requirements file the job's interpreter must meet (--requirements)
+    slurm_gpu_types: Tuple[str, ...]  # plan's Slurm mode: TYPE=GPU, a Slurm GPU type's catalog GPU
+    slurm_does_not_fit: str  # plan's Slurm mode: refuse or warn
 
 
 class CheckOptions(_Check):
@@ -130,7 +132,8 @@ class CheckOptions(_Check):
                 config: Optional[str] = None, given: Iterable[str] = (),
                 kernel_log: Optional[str] = None, command: str = "check", facts_from: str = "auto",
                 fit_labels: Sequence[str] = (), smoke: Optional["SmokeOptions"] = None,
-                requirements: Optional[str] = None) -> "CheckOptions":
+                requirements: Optional[str] = None, slurm_gpu_types: Sequence[str] = (),
+                slurm_does_not_fit: str = "refuse") -> "CheckOptions":
         # Each setting parsed and checked by its one declaration (preflight.config.settings), whoever builds the options.
         profile = SETTINGS["profile"].read(profile)
         timeout = SETTINGS["timeout"].read(timeout)
@@ -138,6 +141,8 @@ class CheckOptions(_Check):
         select, ignore = SETTINGS["select"].read(list(select)), SETTINGS["ignore"].read(list(ignore))
         facts_from = SETTINGS["facts_from"].read(facts_from)
         fit_labels = SETTINGS["fit_labels"].read(list(fit_labels or ()))
+        slurm_gpu_types = SETTINGS["slurm_gpu_types"].read(list(slurm_gpu_types or ()))
+        slurm_does_not_fit = SETTINGS["slurm_does_not_fit"].read(slurm_does_not_fit)
         if facts_file and (python or nvml_fixture or kernel_log):
             given = "--python" if python else "--kernel-log" if kernel_log else \
                 "--nvml-fixture (or PREFLIGHT_NVML_FIXTURE)"
@@ -146,7 +151,8 @@ class CheckOptions(_Check):
         return super().__new__(cls, profile, tuple(rules_paths or ()), select, ignore,
                                tuple(settings or ()), facts_file, python, nvml_fixture, timeout, use_cache, strict,
                                workload, expect_gpus, config, frozenset(given),
-                               kernel_log, command, facts_from, fit_labels, smoke, requirements)
+                               kernel_log, command, facts_from, fit_labels, smoke, requirements, slurm_gpu_types,
+                               slurm_does_not_fit)
 
     def replace(self, **changes) -> "CheckOptions":
         """A copy with some fields changed, checked like a new one (_replace would skip the checks)."""

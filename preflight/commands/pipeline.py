@@ -80,7 +80,7 @@ def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: 
             else None
         admission.require_job_interpreter(options.profile, options.python, " (from %s)" % where.text if where else "")
     capacity = "capacity" in kinds or options.workload is not None or bool(options.fit_labels) \
-        or site.names_fit_labels(applied.config)
+        or site.needs_capacity(applied.config)
     ruleset = common.load_rules(options.rules_paths, warn, failures="failures" in kinds, capacity=capacity,
                                 smoke=options.smoke is not None)
     site.validate(applied, ruleset)

@@ -84,15 +84,16 @@ def _chosen(gpus, filters: List[str]):
 
 
 def plan(request: Dict[str, Any], ruleset: "RuleSet", snapshot: Optional[Dict[str, Any]], filters: List[str],
-         custom: Optional[GpuModel] = None, gpus: int = 1) -> Plan:
-    """Every catalog GPU (or those ``filters`` name) and this machine's; or ``custom`` alone. ``request["batch"]``
+         custom: Optional[GpuModel] = None, gpus: int = 1, models: Optional[List[GpuModel]] = None) -> Plan:
+    """Every catalog GPU (or those ``filters`` name, or the ``models`` given) and this machine's; or ``custom``
+    alone. ``request["batch"]``
     is the trainers' total, split over ``gpus`` as DDP splits it; each row judges rank 0's share (the tightest:
     it also validates), and its largest batches are totals over the ``gpus``."""
     batch = estimate.per_gpu_batch(request["batch"] or 1, gpus)
     rule = ruleset.rules.get("gpu.compute_capability")
     catalog = sorted(ruleset.gpus.values(), key=lambda g: g.memory_mib)
     rows = []
-    for gpu in [custom] if custom is not None else _chosen(catalog, filters):
+    for gpu in [custom] if custom is not None else models if models is not None else _chosen(catalog, filters):
         available = estimate.catalog_available(gpu)
         cc = gpu.compute_capability or None
         rows.append(_row(request, batch, gpus, gpu.name, "custom" if gpu is custom else "catalog", gpu.id,
@@ -140,3 +141,50 @@ def main(options: CheckOptions, gpu_filters: List[str], shown: OutputOptions, wa
     result = run(options, gpu_filters, warn, custom, gpus)
     emit(formats.render("plan", result, shown.format, color=shown.colored()), shown.output)
     return ExitCode.OK
+
+
+def submission(options: CheckOptions, slurm: Dict[str, Optional[str]], declared_gpus: Optional[int],
+               warn: common.Warn = None):
+    """A Slurm job's declared workload judged against the one GPU type it asks for (integrations/slurm_submit):
+    the GPUs of the submit host play no part."""
+    from preflight.integrations import slurm_submit as submit
+
+    gpus = submit.gpu_request(slurm["gres"], slurm["gpus"], slurm["gpus_per_node"], slurm["nodes"])
+    if options.workload is None:
+        return submit.not_judged(slurm, "", gpus)  # no declaration: the job goes on untouched, nothing said
+    if gpus is None:
+        return submit.not_judged(slurm, "the job declares %s but asks for no GPU (--gres=gpu:TYPE:N or "
+                                        "--gpus=TYPE:N)" % options.workload.workload)
+    if gpus.slurm_type is None:
+        return submit.not_judged(slurm, "%s names %s: preflight judges one GPU type (--gres=gpu:TYPE:N)" % (
+            gpus.asked, "no GPU type" if gpus.types == ("",) else "several GPU types"), gpus)
+    prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
+    model, why = submit.catalog_gpu(gpus.slurm_type, prepared.options.slurm_gpu_types, prepared.ruleset.gpus)
+    if model is None:
+        return submit.not_judged(slurm, why, gpus)
+    count = gpus.count if declared_gpus is None else declared_gpus
+    request = prepared.workload
+    if not 1 <= count <= MAX_PLAN_GPUS:
+        raise PreflightError("gpus must be from 1 to %d, got %d" % (MAX_PLAN_GPUS, count),
+                             "the GPUs the run spreads its total batch over under torchrun (DDP)")
+    if request["batch"] % count:
+        return submit.Submission(submit.WARN, "preflight: warning: batch %d does not divide by the %d GPUs the job "
+                                 "asks for (%s): YOLOv9's trainer refuses that under torchrun; declare the GPUs it "
+                                 "uses with gpus=N" % (request["batch"], count, gpus.asked), slurm,
+                                 gpus.slurm_type, model.id, count)
+    result = plan(request, prepared.ruleset, None, [], gpus=count, models=[model])
+    fitting = submit.alternatives(request, result.batch, model, prepared.ruleset.gpus,
+                                  prepared.options.slurm_gpu_types)
+    return submit.decide(result, slurm, gpus, prepared.options.slurm_does_not_fit, fitting)
+
+
+def submission_main(options: CheckOptions, slurm: Dict[str, Optional[str]], declared_gpus: Optional[int],
+                    shown: OutputOptions, warn: common.Warn = None) -> int:
+    from preflight.files.output import emit
+    from preflight.render import formats
+
+    result = submission(options, slurm, declared_gpus, warn)
+    text = formats.render("submission", result, shown.format)
+    if text or shown.output not in (None, "-"):  # a job with nothing to say about it: no line at all
+        emit(text, shown.output)
+    return ExitCode.FAILED if result.refused else ExitCode.OK

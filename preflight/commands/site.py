@@ -154,15 +154,17 @@ def validate(applied: Applied, ruleset: "loader.RuleSet") -> None:
         from preflight.commands import common
 
         ruleset = common.load_rules(list(applied.options.rules_paths) + other_rules, None,
-                                    capacity=names_fit_labels(config))
+                                    capacity=needs_capacity(config))
     error = site_config.combined(problems(config, ruleset, (applied.options.profile,)))
     if error is not None:
         raise error
 
 
-def names_fit_labels(config: "Optional[site_config.Config]") -> bool:
-    """Whether a section asks for workload-fit labels (their workloads are checked against the capacity model)."""
-    return config is not None and any("fit_labels" in section.settings for section in config.sections)
+def needs_capacity(config: "Optional[site_config.Config]") -> bool:
+    """Whether a section names workloads (fit labels) or catalog GPUs (Slurm GPU types): checked against the
+    capacity model and the GPU catalog."""
+    return config is not None and any(key in section.settings for section in config.sections
+                                      for key in ("fit_labels", "slurm_gpu_types"))
 
 
 def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
@@ -189,6 +191,12 @@ def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
             found.append(site_config.ConfigError("%s: unknown workload in %s" % (
                 section.origin(config.path or "", "fit_labels").location, ", ".join(unknown)),
                 "workloads: %s" % ", ".join(sorted(ruleset.workloads))))
+        unknown = [item for item in section.settings.get("slurm_gpu_types", ())
+                   if ruleset.gpus and item.split("=")[1] not in ruleset.gpus]
+        if unknown:
+            found.append(site_config.ConfigError("%s: not a catalog GPU id in %s" % (
+                section.origin(config.path or "", "slurm_gpu_types").location, ", ".join(unknown)),
+                "catalog GPU ids: %s" % ", ".join(sorted(ruleset.gpus))))
         for key in ("select", "ignore"):
             if key in section.settings:
                 try:

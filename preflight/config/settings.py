@@ -139,6 +139,28 @@ def _fit_labels(value: Any) -> Tuple[str, ...]:
     return tuple(found)
 
 
+SLURM_TYPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+DOES_NOT_FIT = ("refuse", "warn")
+
+
+def _slurm_gpu_types(value: Any) -> Tuple[str, ...]:
+    """TYPE=GPU items (a Slurm GPU type, as gres.conf names it, = a catalog GPU id), written out as type=gpu with
+    the type in lower case; whether the GPU is in the catalog is checked against the rules, where they are loaded."""
+    found = []
+    for item in _selectors(value):
+        slurm_type, equals, gpu = (part.strip() for part in item.partition("="))
+        if not equals or not re.match(SLURM_TYPE_PATTERN, slurm_type) or not re.match(r"^[a-z0-9][a-z0-9._-]*$", gpu):
+            raise ValueError("%r is not TYPE=GPU (a Slurm GPU type and a catalog GPU id: a100l=a100-80gb)" % item)
+        found.append("%s=%s" % (slurm_type.lower(), gpu))
+    return tuple(found)
+
+
+def _does_not_fit(value: Any) -> str:
+    if value not in DOES_NOT_FIT:
+        raise ValueError("must be one of %s, got %r" % (", ".join(DOES_NOT_FIT), value))
+    return value
+
+
 def string_or_strings() -> Dict[str, Any]:
     return {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 
@@ -161,6 +183,15 @@ def _timeout_schema() -> Dict[str, Any]:
 def _settings_schema() -> Dict[str, Any]:
     item = {"type": "string", "pattern": r"^[^=]*\.[^=]*="}
     return {"oneOf": [item, {"type": "array", "items": item}], "description": "RULE.KEY=VALUE"}
+
+
+def _slurm_gpu_types_schema() -> Dict[str, Any]:
+    item = {"type": "string", "pattern": r"^[^=]+=[^=]+$"}
+    return {"oneOf": [item, {"type": "array", "items": item}], "description": "TYPE=GPU"}
+
+
+def _does_not_fit_schema() -> Dict[str, Any]:
+    return {"enum": list(DOES_NOT_FIT)}
 
 
 def _facts_from_schema() -> Dict[str, Any]:
@@ -201,4 +232,13 @@ SETTINGS: Dict[str, Setting] = {s.key: s for s in [
             "diagnose: whose facts make fixes concrete: auto uses this machine's unless the log contradicts them "
             "(another host, OS, Python, torch, GPU or driver), machine always, log never (--no-facts).", _facts_from,
             example="--facts-from log (a helpdesk reading users' logs)", schema=_facts_from_schema),
+    Setting("slurm_gpu_types", "slurm_gpu_types", "--slurm-gpu-type", "TYPE=GPU",
+            "plan's Slurm mode: the catalog GPU a Slurm GPU type names where the type is not a catalog id itself "
+            "(a100l=a100-80gb; repeatable or comma-separated). A type neither names is not judged.",
+            _slurm_gpu_types, multiple=True, example='slurm_gpu_types = ["a100l=a100-80gb", "rtx6k=rtx-6000-ada"]',
+            schema=_slurm_gpu_types_schema),
+    Setting("slurm_does_not_fit", "slurm_does_not_fit", "--slurm-does-not-fit", "refuse|warn",
+            "plan's Slurm mode: what a job whose declared workload does not fit the GPUs it asks for gets: refuse "
+            "(exit 1; the submit filter stops it) or warn (exit 0 with the message).", _does_not_fit,
+            example='slurm_does_not_fit = "warn"', schema=_does_not_fit_schema),
 ]}

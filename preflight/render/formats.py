@@ -39,6 +39,10 @@ RENDERERS: Dict[str, Dict[str, Tuple[str, Tuple[str, ...]]]] = {
         "jsonl": ("preflight.render.formats:as_json_line", ()),
         "markdown": ("preflight.render.plan:markdown", ()),
     },
+    "submission": {  # plan's Slurm mode: one line for the submit filter to show, or the decision as JSON
+        "text": ("preflight.render.plan:submission_text", ()),
+        "json": ("preflight.render.formats:as_json", ()),
+    },
     "fleet": {
         "text": ("preflight.render.fleet:text", ()),
         "markdown": ("preflight.render.fleet:markdown", ()),

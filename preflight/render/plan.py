@@ -131,3 +131,8 @@ def markdown(plan: Plan) -> str:
         lines += ["", "this machine: %s" % plan.machine_note]
     lines += ["", USABLE_NOTE[0].upper() + USABLE_NOTE[1:] + ".", "", "Smallest catalog GPUs that fit batch %d per GPU: %s" % (plan.batch, ", ".join(plan.smallest) or "none")]
     return "\n".join(lines)
+
+
+def submission_text(submission) -> str:
+    """The one line a Slurm job's user sees at submission (nothing when nothing was judged or said)."""
+    return printable(submission.message) + "\n" if submission.message else ""
