@@ -185,18 +185,16 @@ def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
                 found.append(site_config.ConfigError("%s: %s: %s" % (
                     section.origin(config.path or "", "set").location, item,
                     exc.message.replace("--set %s: " % item, "", 1)), exc.hint))
-        unknown = [item for item in section.settings.get("fit_labels", ())
-                   if ruleset.workloads and item.split(":")[0] not in ruleset.workloads]
-        if unknown:
-            found.append(site_config.ConfigError("%s: unknown workload in %s" % (
-                section.origin(config.path or "", "fit_labels").location, ", ".join(unknown)),
-                "workloads: %s" % ", ".join(sorted(ruleset.workloads))))
-        unknown = [item for item in section.settings.get("slurm_gpu_types", ())
-                   if ruleset.gpus and item.split("=")[1] not in ruleset.gpus]
-        if unknown:
-            found.append(site_config.ConfigError("%s: not a catalog GPU id in %s" % (
-                section.origin(config.path or "", "slurm_gpu_types").location, ", ".join(unknown)),
-                "catalog GPU ids: %s" % ", ".join(sorted(ruleset.gpus))))
+        # Items that name a workload (fit_labels: WORKLOAD:TASK:IMG) or a catalog GPU (slurm_gpu_types: TYPE=GPU).
+        for key, named, known, problem, listed in (
+                ("fit_labels", lambda item: item.split(":")[0], ruleset.workloads, "unknown workload", "workloads"),
+                ("slurm_gpu_types", lambda item: item.split("=")[1], ruleset.gpus, "not a catalog GPU id",
+                 "catalog GPU ids")):
+            unknown = [item for item in section.settings.get(key, ()) if known and named(item) not in known]
+            if unknown:
+                found.append(site_config.ConfigError("%s: %s in %s" % (
+                    section.origin(config.path or "", key).location, problem, ", ".join(unknown)),
+                    "%s: %s" % (listed, ", ".join(sorted(known)))))
         for key in ("select", "ignore"):
             if key in section.settings:
                 try:
