@@ -731,12 +731,14 @@ def _build_fleet() -> click.Command:
                   help="Print only the folded list of the nodes RULE fails or warns on (GROUP: those given its Nth "
                        "fix, as the report numbers them), to paste into scontrol or pdsh; empty when no node has it. "
                        "Exit 0, or 2 when RULE is not a rule of the nodes read.")
+    @click.option("--jobs", type=int, metavar="N", help="Processes that read and judge the files of a folder or list "
+                  "of 200 or more [default: the CPUs preflight may use, at most 8; 1: all in this process].")
     @click.option("--format", "output_format", type=click.Choice(format_names("fleet")),
                   default="text", show_default=True)
     @OUTPUT
     @setting("rules", help="Add or override rules (as check --rules) for the snapshots evaluated here.")
     @check_options(CHECK_WITHOUT_FACTS)
-    def fleet(options, paths, baseline, nodes_of, output_format, output) -> int:
+    def fleet(options, paths, baseline, nodes_of, jobs, output_format, output) -> int:
         """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz; '-' reads a
         stream of them from standard input; http://HOST:PORT reads a preflight serve's /report, 32 at a time, 10 s
         each), snapshots evaluated here with the same rules and options as check. Which nodes are not ready and why
@@ -744,7 +746,7 @@ def _build_fleet() -> click.Command:
         gpu-b[001-040,044]), and the drift."""
         from preflight.commands import fleet as command
 
-        return command.main(options, list(paths), baseline, _shown(output_format, output), _warn, nodes_of)
+        return command.main(options, list(paths), baseline, _shown(output_format, output), _warn, nodes_of, jobs)
     return fleet
 
 

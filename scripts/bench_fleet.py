@@ -4,9 +4,12 @@
 Each snapshot is a real `preflight facts` snapshot of one recorded machine (the H200, the 8-GPU HGX, the A100
 pair, the RTX 3060), renamed node-00001 ... and varied the way a fleet drifts: driver versions, a torch build
 per node, and planted failures on some nodes (a lost GPU, uncorrected ECC errors, a small /dev/shm, a
-missing package). Reports the rate (snapshots a second) and the peak memory of the fleet process.
+missing package). Reports, for each --jobs value side by side, the rate (snapshots a second) and the peak
+memory: of the largest process, and of the fleet process and its workers together (their resident sizes added,
+pages they share counted in each: an upper bound).
 
-    python scripts/bench_fleet.py [--count 10000] [--keep DIR] [--preflight CMD] [--format json]
+    python scripts/bench_fleet.py [--count 10000] [--keep DIR] [--reuse] [--jobs 1,2] [--preflight CMD]
+                                  [--format json]
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import gzip
 import json
 import os
 import random
-import resource
 import shlex
 import subprocess
 import sys
@@ -92,23 +94,52 @@ def main() -> int:
     parser.add_argument("--keep", metavar="DIR", help="write the snapshots here and keep them")
     parser.add_argument("--preflight", default="%s -m preflight" % sys.executable)
     parser.add_argument("--format", default="json")
+    parser.add_argument("--jobs", default="1,%d" % max(2, len(os.sched_getaffinity(0))),
+                        help="fleet --jobs values to time one after the other (comma-separated)")
+    parser.add_argument("--reuse", action="store_true", help="with --keep: use the snapshots already there")
     args = parser.parse_args()
     folder = args.keep or tempfile.mkdtemp(prefix="preflight-fleet-")
     os.makedirs(folder, exist_ok=True)
-    started = time.perf_counter()
-    write_fleet(folder, args.count)
-    print("generated %d snapshots in %.1f s (%s)" % (args.count, time.perf_counter() - started, folder))
-    command = shlex.split(args.preflight) + ["fleet", folder, "--format", args.format, "--output", os.devnull]
-    started = time.perf_counter()
-    done = subprocess.run(command, stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
-    print("preflight fleet exited %d: %d snapshots in %.1f s, %.0f snapshots/s, peak memory %.0f MiB"
-          % (done.returncode, args.count, elapsed, args.count / elapsed, peak))
-    if done.returncode not in (0, 1):
-        print(done.stderr)
-        return 1
+    if args.reuse and args.keep:
+        args.count = len([name for name in os.listdir(folder) if name.endswith((".json", ".json.gz"))])
+        print("reusing %d snapshots in %s" % (args.count, folder))
+    else:
+        started = time.perf_counter()
+        write_fleet(folder, args.count)
+        print("generated %d snapshots in %.1f s (%s)" % (args.count, time.perf_counter() - started, folder))
+    for jobs in [int(value) for value in args.jobs.split(",")]:
+        command = shlex.split(args.preflight) + ["fleet", folder, "--format", args.format, "--output", os.devnull,
+                                                 "--jobs", str(jobs)]
+        started = time.perf_counter()
+        code, largest, together = _run_measured(command)
+        elapsed = time.perf_counter() - started
+        print("--jobs %d: exit %d, %d snapshots in %.1f s, %.0f snapshots/s, peak memory %.0f MiB in the largest "
+              "process, %.0f MiB all together" % (jobs, code, args.count, elapsed, args.count / elapsed,
+                                                  largest / 2**20, together / 2**20))
+        if code not in (0, 1):
+            return 1
     return 0
+
+
+def _run_measured(command: List[str]):
+    """Run ``command``; (exit code, peak resident size of its largest process, peak of their sum), sampled."""
+    import psutil
+
+    process = subprocess.Popen(command, stderr=subprocess.PIPE)
+    watched = psutil.Process(process.pid)
+    largest = together = 0
+    while process.poll() is None:
+        try:
+            sizes = [p.memory_info().rss for p in [watched] + watched.children(recursive=True)]
+        except psutil.Error:
+            sizes = []
+        if sizes:
+            largest, together = max(largest, max(sizes)), max(together, sum(sizes))
+        time.sleep(0.05)
+    stderr = process.stderr.read().decode("utf-8", "replace") if process.stderr else ""
+    if process.returncode not in (0, 1):
+        print(stderr)
+    return process.returncode, largest, together
 
 
 if __name__ == "__main__":

@@ -328,3 +328,40 @@ def test_a_report_kept_under_slurm_names_the_node_as_slurm_does(tmp_path):
     document = json.loads((kept / "gpu-x17.json").read_text())
     assert document["node"] == "gpu-x17" and document["host"] != "gpu-x17"
     assert run_cli("fleet", str(kept), "--nodes", "gpu.health").stdout == "gpu-x17\n"
+
+
+def test_worker_processes_judge_a_folder_as_this_process_does(tmp_path, reports):
+    """--jobs 2 over a folder of more files than fleet.PARALLEL_FROM: the same document, node for node, in order."""
+    import gzip
+
+    from preflight.commands.fleet import PARALLEL_FROM
+
+    snapshots = [json.loads(run_cli("facts", "--nvml-fixture", fixture).stdout) for fixture in (LOST, ECC, HEALTHY)]
+    folder = tmp_path / "nodes"
+    folder.mkdir()
+    for number in range(PARALLEL_FROM + 40):
+        snapshot = dict(snapshots[number % 3], hostname="gpu-n%04d" % number)
+        text = json.dumps(snapshot)
+        if number % 50 == 7:
+            (folder / ("n%04d.json.gz" % number)).write_bytes(gzip.compress(text.encode()))
+        else:
+            (folder / ("n%04d.json" % number)).write_text(text)
+    (folder / "n0100.json").write_text("{not json")  # unreadable, in the middle
+    for path in sorted(reports.iterdir()):  # reports among the snapshots
+        shutil.copy(str(path), str(folder / ("r-" + path.name)))
+
+    def fleet(*args):
+        completed = run_cli("fleet", str(folder), "--format", "json", *args)
+        assert completed.returncode == 1, completed.stderr
+        document = json.loads(completed.stdout)
+        document.pop("generated_at")
+        return document
+
+    alone, workers = fleet("--jobs", "1"), fleet("--jobs", "2")
+    assert alone == workers
+    assert alone["summary"]["nodes"] == PARALLEL_FROM + 40 - 1 + 6
+    assert [u["path"].rsplit("/", 1)[-1] for u in alone["unreadable"]] == ["n0100.json"]
+    assert fleet("--jobs", "1", "--baseline", "gpu-n0002") == fleet("--jobs", "2", "--baseline", "gpu-n0002")
+    listed = [run_cli("fleet", str(folder), "--nodes", "gpu.health", "--jobs", jobs).stdout for jobs in ("1", "2")]
+    assert listed[0] == listed[1] and "gpu-n[" in listed[0]
+    assert run_cli("fleet", str(folder), "--jobs", "0").returncode == 2

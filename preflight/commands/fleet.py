@@ -2,7 +2,8 @@
 
 Snapshots are evaluated here with the rules and options of ``check`` (profile, --rules, --set, --select and
 --ignore, the site configuration); reports are taken as they were judged where they ran, keeping only the
-rules --select and --ignore choose. Files are read one at a time.
+rules --select and --ignore choose. The files of a folder are read and judged by worker processes (--jobs; each
+file once, in order, the fleet's aggregate kept here), URLs and standard input here.
 
 Exit codes: 0 every node read is OK (warnings allowed, unless --strict); 1 a node fails; 2 nothing could be
 read (or bad options).
@@ -11,7 +12,8 @@ read (or bad options).
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+import signal
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Union
 
 from preflight.commands import common, pipeline, site
 from preflight.commands.options import CheckOptions, OutputOptions
@@ -53,7 +55,9 @@ class Evaluator:
             self._prepared[key] = pipeline.prepare(self.given, self.warn, applied=applied)
         return self._prepared[key]
 
-    def add(self, fleet: Fleet, document: read.Document) -> None:
+    def node(self, document: read.Document, comparing: bool) -> Union["NodeInput", read.Unreadable]:
+        """What the fleet keeps of one document: its node judged (``comparing``: with the facts --baseline
+        compares), or why it cannot be judged."""
         from preflight import inventory
         from preflight.facts import snapshot
 
@@ -67,14 +71,12 @@ class Evaluator:
             strict = options.strict or data.get("strict") is True
             # The scheduler's name for the node when the report was kept for it (--report-dir under Slurm).
             host = next((data[key] for key in ("node", "host") if isinstance(data.get(key), str) and data[key]), None)
-            fleet.add(host, document.path, results, strict, data.get("inventory") if isinstance(
-                data.get("inventory"), dict) else None)
-            return
+            return NodeInput(host, document.path, results, strict, data.get("inventory") if isinstance(
+                data.get("inventory"), dict) else None, None)
         try:
             snapshot.validate(data, document.path)
         except FactsFileError as exc:
-            fleet.add_unreadable(document.path, str(exc))
-            return
+            return read.Unreadable(document.path, str(exc))
         host = data.get("hostname") if isinstance(data.get("hostname"), str) else None
         prepared = self.defaults
         if self.config is not None:
@@ -83,24 +85,81 @@ class Evaluator:
             try:
                 prepared = self._for(site_config.Target((host or "").split(".")[0], site.gpu_names(data)))
             except PreflightError as exc:  # this node's configuration leaves nothing to judge it by
-                fleet.add_unreadable(document.path, "cannot judge %s: %s" % (host or "this node", exc.message))
-                return
+                return read.Unreadable(document.path, "cannot judge %s: %s" % (host or "this node", exc.message))
         report = pipeline.judge(prepared, data, "file %s" % document.path)
-        fleet.add(host, document.path, [r.to_json() for r in report.results], report.strict, inventory.of(data),
-                  data)
+        compared = {key: data.get(key) for key in BASELINE_SECTIONS} if comparing else None
+        return NodeInput(host, document.path, [r.to_json() for r in report.results], report.strict,
+                         inventory.of(data), compared)
 
 
-def run(options: CheckOptions, paths: List[str], warn: common.Warn = None, baseline: Optional[str] = None) -> Fleet:
+BASELINE_SECTIONS = ("host", "python")  # what aggregate.fingerprint reads of a snapshot besides its inventory
+
+
+class NodeInput(NamedTuple):
+    """One node as Fleet.add takes it: made where the file is read (a worker process, or here)."""
+
+    host: Optional[str]
+    path: str
+    results: List[Dict[str, Any]]
+    strict: bool
+    inventory: Optional[Dict[str, Any]]
+    facts: Optional[Dict[str, Any]]  # the snapshot's sections --baseline compares; None for a report
+
+
+PARALLEL_FROM = 200  # files in one folder or list below which worker processes cost more than they save
+CHUNK = 32  # files a worker takes at a time
+_WORKER: Dict[str, Any] = {}  # in a worker process: the evaluator (forked with the parent's) and the comparing flag
+
+
+def default_jobs() -> int:
+    """Worker processes by default: the CPUs this process may use, at most 8 (1 where fork is not the way)."""
+    if not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
+        return 1
+    return max(1, min(8, len(os.sched_getaffinity(0))))
+
+
+def _quiet_worker() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends the workers
+
+
+def _judge_file(path: str) -> Union[NodeInput, read.Unreadable]:
+    document = read.read(path)
+    if isinstance(document, read.Unreadable):
+        return document
+    return _WORKER["evaluator"].node(document, _WORKER["comparing"])
+
+
+def run(options: CheckOptions, paths: List[str], warn: common.Warn = None, baseline: Optional[str] = None,
+        jobs: int = 1) -> Fleet:
+    import multiprocessing
+
     evaluator = Evaluator(options, warn)
     if baseline is not None and os.path.isfile(baseline):
         fleet = Fleet(baseline=baseline_file(baseline))
     else:
         fleet = Fleet(baseline_node=baseline)
-    for entry in read.entries(paths):
-        if isinstance(entry, read.Unreadable):
-            fleet.add_unreadable(entry.path, entry.reason)
-        else:
-            evaluator.add(fleet, entry)
+    comparing = baseline is not None
+    _WORKER.update(evaluator=evaluator, comparing=comparing)  # a forked worker starts with this copy
+    pools: List[Any] = []
+
+    def judged(names: List[str]) -> Iterator[Union[NodeInput, read.Unreadable]]:
+        if jobs > 1 and len(names) >= PARALLEL_FROM:
+            if not pools:
+                pools.append(multiprocessing.get_context("fork").Pool(jobs, initializer=_quiet_worker))
+            return pools[0].imap(_judge_file, names, CHUNK)
+        return map(_judge_file, names)
+
+    try:
+        for entry in read.entries(paths, files=judged):
+            if isinstance(entry, read.Document):  # from a URL or standard input: judged here
+                entry = evaluator.node(entry, comparing)
+            if isinstance(entry, read.Unreadable):
+                fleet.add_unreadable(entry.path, entry.reason)
+            else:
+                fleet.add(*entry)
+    finally:
+        for pool in pools:
+            pool.terminate()  # every result is in by now, or the run is being stopped
     return fleet
 
 
@@ -139,12 +198,14 @@ def baseline_file(path: str) -> dict:
 
 
 def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown: OutputOptions,
-         warn: common.Warn = None, nodes_of: Optional[str] = None) -> int:
+         warn: common.Warn = None, nodes_of: Optional[str] = None, jobs: Optional[int] = None) -> int:
     from preflight.files.output import emit
     from preflight.render import formats
     from preflight.render.fleet import FleetView
 
-    fleet = run(options, paths, warn, baseline)
+    if jobs is not None and not 1 <= jobs <= 256:
+        raise PreflightError("--jobs must be from 1 to 256, got %d" % jobs, "1 judges every file in this process")
+    fleet = run(options, paths, warn, baseline, default_jobs() if jobs is None else jobs)
     if not fleet.nodes:
         reasons = "; ".join("%s: %s" % item for item in fleet.unreadable[:5]) or "no .json or .json.gz file found"
         raise PreflightError("nothing could be read from %s (%s)" % (", ".join(paths), reasons),

@@ -22,7 +22,7 @@ import time
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterator, List, NamedTuple, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 MAX_FILE_BYTES = 64 << 20  # a facts snapshot is tens of kilobytes; anything this large is not one
 
@@ -54,10 +54,15 @@ URL_WORKERS = 32
 URL_TIMEOUT = 10.0  # seconds per URL, all of it: connecting, the headers and the report
 
 
-def entries(paths: Sequence[str], stdin=None) -> Iterator[Union[Document, Unreadable]]:
+def entries(paths: Sequence[str], stdin=None, files: Optional[Callable[[List[str]], Iterator[Any]]] = None) \
+        -> Iterator[Any]:
+    """Every document the paths give, in their order: URLs fetched (``URL_WORKERS`` at a time), ``-`` read as a
+    stream, folders walked. ``files`` turns each path's list of files into entries (by default read here, one at
+    a time; the fleet command judges them in worker processes)."""
     for path in paths:
         if path.startswith(("http://", "https://")):
             check_url(path)  # every URL before anything is read
+    files = files or (lambda names: map(read, names))
     urls: List[str] = []
     for path in paths:
         if path.startswith(("http://", "https://")):
@@ -69,8 +74,7 @@ def entries(paths: Sequence[str], stdin=None) -> Iterator[Union[Document, Unread
         if path == "-":
             yield from stream_documents(stdin if stdin is not None else sys.stdin)
         else:
-            for name in _files([path]):
-                yield read(name)
+            yield from files(list(_files([path])))
     if urls:
         yield from fetch_all(urls)
 
