@@ -612,12 +612,16 @@ def _diagnosis(text):
     return diagnose_json(text, "--no-facts")[1]
 
 
-def test_one_allocation_larger_than_the_gpu_is_not_answered_with_a_smaller_batch():
+def test_one_allocation_larger_than_the_gpu_gets_no_cache_or_free_memory_advice():
     huge = ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 37.25 GiB. GPU 0 has a total "
             "capacity of 7.79 GiB of which 6.91 GiB is free.\n")
     fix = _diagnosis(huge)["matches"][0]["fix"]
-    assert fix["steps"][0].startswith("One allocation of 37.25 GiB is more than the GPU's whole 7.79 GiB"), fix
-    assert not any("lower the batch" in step.lower() or "--batch-size" in step or "expandable_segments" in step
+    assert fix["steps"][0].startswith("One allocation of 37.25 GiB is more than the GPU's whole 7.79 GiB: freeing "
+                                      "memory or a cache setting cannot make it fit"), fix
+    # A tensor that grows with the batch shrinks with it (tests/corpus-heldout/95-...: a smaller batch solved a
+    # 12.93 GiB request on a 5 GiB GPU); one that does not needs a smaller input. No "half of what failed".
+    assert "If that tensor grows with the batch" in fix["steps"][0] and "smaller input" in fix["steps"][0], fix
+    assert not any("half of what failed" in step or "--batch-size" in step or "expandable_segments" in step
                    for step in fix["steps"]), fix
     old_format = ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 11.17 GiB total capacity; "
                   "10.56 GiB already allocated; 9.81 MiB free; 10.71 GiB reserved in total by PyTorch)\n")
