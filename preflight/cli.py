@@ -531,7 +531,7 @@ def _build_facts() -> click.Command:
         text block for a bug report (--format text)."""
         from preflight.commands import facts as command
 
-        return command.list_facts() if list_facts else command.main(options, _shown(output_format, output), _warn)
+        return command.list_facts() if list_facts else command.main(options, _shown(output_format, output))
     return facts
 
 
@@ -545,7 +545,7 @@ def _build_rules() -> click.Command:
         """List the rules (the defaults plus any --rules)."""
         from preflight.commands import rules
 
-        return rules.list_rules(list(rules_paths), profile, output_format, _warn)
+        return rules.list_rules(list(rules_paths), profile, output_format)
     return list_rules
 
 
@@ -557,7 +557,7 @@ def _build_explain() -> click.Command:
         """Show one rule or known failure in full: what it checks or recognises, why, its source and its fix."""
         from preflight.commands import rules
 
-        return rules.explain(rule_id, list(rules_paths), _warn)
+        return rules.explain(rule_id, list(rules_paths))
     return explain
 
 
@@ -588,7 +588,7 @@ def _build_diagnose() -> click.Command:
         if list_catalog:
             from preflight.commands import rules
 
-            return rules.list_failures(options.rules_paths, _warn)
+            return rules.list_failures(options.rules_paths)
         if options.facts_file and (no_facts or options.facts_from == "log"):
             raise click.UsageError("--facts FILE and --no-facts (--facts-from log) contradict each other: give one")
         if no_facts:

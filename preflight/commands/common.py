@@ -8,19 +8,10 @@ import sys
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from preflight.commands.options import CheckOptions
-from preflight.engine import loader
 from preflight.errors import PreflightError
 from preflight.facts import collect
 
 Warn = Optional[Callable[[str], None]]
-
-
-def load_rules(rules_paths: List[str], warn: Warn = None, **kinds) -> loader.RuleSet:
-    ruleset = loader.load(rules_paths, **kinds)
-    for warning in ruleset.warnings:
-        if warn:
-            warn(warning)
-    return ruleset
 
 
 def collect_options(options: CheckOptions, packages: List[Dict[str, Any]],

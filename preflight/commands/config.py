@@ -43,7 +43,7 @@ def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partit
 def validate(paths: Sequence[str], echo: Callable[[str], None], warn=None) -> int:
     """Check whole configuration files, every section whether it would match here or not, for a rollout pipeline
     (like ``nginx -t``): each problem with its file and line; exit 0 when every file is good, 2 otherwise."""
-    from preflight.commands import common
+    from preflight.engine import loader
     from preflight.engine.model import PROFILES
     from preflight.errors import ExitCode, PreflightError
 
@@ -57,7 +57,7 @@ def validate(paths: Sequence[str], echo: Callable[[str], None], warn=None) -> in
             config = site_config.load(path)
             rules = [site_config.rule_path(path, rule) for section in config.sections
                      for rule in section.settings.get("rules", ())]
-            ruleset = common.load_rules(rules, None, capacity=site.needs_capacity(config))
+            ruleset = loader.load(rules, capacity=site.needs_capacity(config))
             found = site.problems(config, ruleset, PROFILES)
         except site_config.ConfigError as exc:
             found = site_config.each(exc)

@@ -6,24 +6,24 @@ from typing import Any, Dict
 
 from preflight.commands import common
 from preflight.commands.options import CheckOptions, OutputOptions
-from preflight.engine import selection
+from preflight.engine import loader, selection
 from preflight.errors import ExitCode
 from preflight.facts import collect
 
 
-def run(options: CheckOptions, warn: common.Warn = None) -> Dict[str, Any]:
+def run(options: CheckOptions) -> Dict[str, Any]:
     """A full snapshot: every probe, and every package any profile's rules list."""
-    ruleset = common.load_rules(options.rules_paths, warn)
+    ruleset = loader.load(options.rules_paths)
     every_profile = [rule.resolve(profile) for rule in ruleset.rules.values() for profile in rule.profiles]
     packages = selection.required_packages(every_profile)
     return collect.collect(set(collect.PASSIVE) | {collect.NVML_HEALTH}, common.collect_options(options, packages))
 
 
-def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None) -> int:
+def main(options: CheckOptions, shown: OutputOptions) -> int:
     from preflight.files.output import emit
     from preflight.render import formats
 
-    emit(formats.render("facts", run(options, warn), shown.format), shown.output)
+    emit(formats.render("facts", run(options), shown.format), shown.output)
     return ExitCode.OK
 
 

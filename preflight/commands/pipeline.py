@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.commands import common, site
+from preflight.engine import loader
 from preflight.commands.options import CheckOptions
 from preflight.errors import PreflightError
 from preflight.facts.view import Context
@@ -81,11 +82,11 @@ def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: 
         admission.require_job_interpreter(options.profile, options.python, " (from %s)" % where.text if where else "")
     capacity = "capacity" in kinds or options.workload is not None or bool(options.fit_labels) \
         or site.needs_capacity(applied.config)
-    ruleset = common.load_rules(options.rules_paths, warn, failures="failures" in kinds, capacity=capacity,
+    ruleset = loader.load(options.rules_paths, failures="failures" in kinds, capacity=capacity,
                                 smoke=options.smoke is not None)
     site.validate(applied, ruleset)
     if options.requirements:  # one more rule: the project's requirements file
-        from preflight.engine import loader, requirements
+        from preflight.engine import requirements
 
         rule = loader.build_rule(requirements.rule_entry(options.requirements), options.requirements, ruleset)
         ruleset.rules[rule.id] = rule

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from preflight.commands import common
+from preflight.engine import loader
 from preflight.errors import ExitCode
 from preflight.files.output import emit
 
@@ -13,23 +13,23 @@ def _in_profile(ruleset, profile: Optional[str]):
     return [rule for rule in ruleset.rules.values() if profile is None or profile in rule.profiles]
 
 
-def list_rules(rules_paths: List[str], profile: Optional[str], output_format: str, warn: common.Warn = None) -> int:
+def list_rules(rules_paths: List[str], profile: Optional[str], output_format: str) -> int:
     from preflight.render import formats
     from preflight.render.rules_doc import RuleList
 
     # The reference page: every rule (the active test's too), facts, and the failure catalog; the lists show what
     # check runs.
     reference = output_format == "markdown"
-    ruleset = common.load_rules(rules_paths, warn, failures=reference, smoke=reference)
+    ruleset = loader.load(rules_paths, failures=reference, smoke=reference)
     listing = RuleList(_in_profile(ruleset, profile), list(ruleset.failures.values()), list(ruleset.families.values()))
     emit(formats.render("rules", listing, output_format))
     return ExitCode.OK
 
 
-def explain(rule_id: str, rules_paths: List[str], warn: common.Warn = None) -> int:
+def explain(rule_id: str, rules_paths: List[str]) -> int:
     from preflight.render import rules_doc
 
-    ruleset = common.load_rules(rules_paths, warn, failures=True, smoke=True)
+    ruleset = loader.load(rules_paths, failures=True, smoke=True)
     if rule_id in ruleset.failures:
         emit(rules_doc.explain_failure(ruleset.failures[rule_id]))
     elif rule_id.split("/")[0] in ruleset.families:
@@ -41,9 +41,9 @@ def explain(rule_id: str, rules_paths: List[str], warn: common.Warn = None) -> i
     return ExitCode.OK
 
 
-def list_failures(rules_paths: List[str], warn: common.Warn = None) -> int:
+def list_failures(rules_paths: List[str]) -> int:
     from preflight.render import rules_doc
 
-    ruleset = common.load_rules(rules_paths, warn, failures=True)
+    ruleset = loader.load(rules_paths, failures=True)
     emit(rules_doc.failures_text(list(ruleset.failures.values()), list(ruleset.families.values())))
     return ExitCode.OK

@@ -151,10 +151,9 @@ def validate(applied: Applied, ruleset: "loader.RuleSet") -> None:
                    (applied.effective.applied if applied.effective else []) if why_not
                    for path in section.settings.get("rules", ())]
     if other_rules:  # rule files of sections for other nodes may define the ids those sections name
-        from preflight.commands import common
+        from preflight.engine import loader
 
-        ruleset = common.load_rules(list(applied.options.rules_paths) + other_rules, None,
-                                    capacity=needs_capacity(config))
+        ruleset = loader.load(list(applied.options.rules_paths) + other_rules, capacity=needs_capacity(config))
     error = site_config.combined(problems(config, ruleset, (applied.options.profile,)))
     if error is not None:
         raise error

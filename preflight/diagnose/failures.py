@@ -177,7 +177,7 @@ def pattern_from(entry: EntryReader, raw: Any, index: int) -> Pattern:
 
 
 def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Failure:
-    entry = entry_reader(raw, path, "failure", ruleset.warnings, ruleset.fixes, table)
+    entry = entry_reader(raw, path, "failure", ruleset.fixes, table)
     entry.check_keys(_KEYS)
     patterns_raw = raw.get("patterns")
     if not isinstance(patterns_raw, list) or not patterns_raw:
@@ -221,7 +221,7 @@ class Clue(NamedTuple):
 
 
 def build_clue(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Clue:
-    entry = entry_reader(raw, path, "clue", ruleset.warnings, ruleset.fixes, table)
+    entry = entry_reader(raw, path, "clue", ruleset.fixes, table)
     entry.check_keys({"id", "patterns", "examples", "source", "set"})
     patterns_raw = raw.get("patterns")
     if not isinstance(patterns_raw, list) or not patterns_raw:

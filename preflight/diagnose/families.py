@@ -238,7 +238,7 @@ def _applies(row: Dict[str, Any], groups: Dict[str, str]) -> bool:
 
 
 def build_family(raw: Dict[str, Any], path: str, ruleset: RuleSet, table_index=()) -> Family:
-    entry = entry_reader(raw, path, "family", ruleset.warnings, ruleset.fixes, table_index)
+    entry = entry_reader(raw, path, "family", ruleset.fixes, table_index)
     entry.check_keys(_KEYS)
     from preflight.errors import PreflightError
 

@@ -26,7 +26,7 @@ _ESTIMATE_KEYS = {"task", "precision", "fixed_bytes", "per_image_bytes", "measur
 
 
 def _reader(raw: Dict[str, Any], path: str, ruleset: "RuleSet", kind: str, table) -> EntryReader:
-    return entry_reader(raw, path, kind, ruleset.warnings, ruleset.fixes, table, _ID,
+    return entry_reader(raw, path, kind, ruleset.fixes, table, _ID,
                         "lowercase letters, digits, '.', '-' or '_'")
 
 

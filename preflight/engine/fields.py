@@ -21,11 +21,10 @@ class EntryReader(Entry):
     """An entry of a rule file (preflight.files.toml_entries.Entry) that may name fixes and placeholders."""
 
     def __init__(self, raw: Dict[str, Any], path: str, kind: str, entry_id: str,
-                 warnings: List[str], fixes: Dict[str, Fix], table: Table = ()) -> None:
+                 fixes: Dict[str, Fix], table: Table = ()) -> None:
         super().__init__(raw, path, table, "%s '%s'" % (kind, entry_id) if entry_id else "")
         self.kind = kind
         self.entry_id = entry_id
-        self.warnings = warnings
         self.fixes = fixes
 
     def error(self, problem: str, hint: str = "", key: Optional[str] = None) -> RuleFileError:
@@ -66,15 +65,15 @@ class EntryReader(Entry):
         raise self.error("%s must be a fix id or a table with title, steps and commands" % name)
 
 
-def entry_reader(raw: Dict[str, Any], path: str, kind: str, warnings: List[str], fixes: Dict[str, Fix],
+def entry_reader(raw: Dict[str, Any], path: str, kind: str, fixes: Dict[str, Fix],
                  table: Table = (), pattern=ENTRY_ID, example: str = "dotted lowercase words, e.g. 'gpu.memory'"
                  ) -> EntryReader:
     """A reader for one entry (the ``table``-th of its kind in the file); its id must match ``pattern``."""
-    plain = EntryReader(raw, path, kind, "", warnings, fixes, table)
+    plain = EntryReader(raw, path, kind, "", fixes, table)
     entry_id = plain.string("id", required=True)
     if not re.match(pattern, entry_id):
         raise plain.error("%s id %r must be %s" % (kind, entry_id, example), key="id")
-    return EntryReader(raw, path, kind, entry_id, warnings, fixes, table)
+    return EntryReader(raw, path, kind, entry_id, fixes, table)
 
 
 def build_fix(reader: EntryReader, fix_id: str, allowed: set) -> Fix:

@@ -46,7 +46,6 @@ class RuleSet:
         self.families: Dict[str, Any] = {}
         self.workloads: Dict[str, Any] = {}
         self.gpus: Dict[str, Any] = {}
-        self.warnings: List[str] = []
         self.files: List[str] = []
 
     def log_entries(self) -> List[Any]:
@@ -164,7 +163,7 @@ def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
         data = shipped.read_toml(path, path, error, "a rule file", RULE_FILE_LIMIT)
     except ValueError as exc:
         raise RuleFileError(path, str(exc))
-    top = EntryReader(data, path, "file", "", ruleset.warnings, ruleset.fixes)
+    top = EntryReader(data, path, "file", "", ruleset.fixes)
     top.check_keys(_TOP_LEVEL, "a rule file (at its top level)", "a rule file holds [[rule]], [[fix]], [[failure]], "
                    "[[clue]], [[family]], [[workload]] and [[gpu]] tables")
     return data
@@ -178,12 +177,12 @@ def _tables(data: Dict[str, Any], key: str, path: str) -> List[Dict[str, Any]]:
 
 
 def build_fix_entry(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Fix:
-    entry = EntryReader(raw, path, "fix", "", ruleset.warnings, ruleset.fixes, table)
+    entry = EntryReader(raw, path, "fix", "", ruleset.fixes, table)
     return build_fix(entry, entry.string("id", required=True), all_placeholders())
 
 
 def build_rule(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) -> Rule:
-    entry = entry_reader(raw, path, "rule", ruleset.warnings, ruleset.fixes, table)
+    entry = entry_reader(raw, path, "rule", ruleset.fixes, table)
     rule_id = entry.entry_id
     compare_name = raw.get("compare")
     entry.check_keys(_RULE_KEYS | set(COMPARISONS[compare_name].params if compare_name in COMPARISONS else ()),
