@@ -179,8 +179,9 @@ def cluster():
     yield from running_cluster(gpus=1, gpu_type="h200", cli_filter=FILTER)
 
 
-def sbatch(cluster, *args, path=None, deadline="30", script=None, config=None):
-    """sbatch as a user runs it, with preflight in PATH (or ``path``); (exit code, stdout, stderr)."""
+def sbatch(cluster, *args, path=None, deadline="30", script=None, config=None, program="sbatch"):
+    """sbatch (or srun) as a user runs it, with preflight in PATH (or ``path``); (exit code, stdout, stderr)."""
+    import shutil
     import subprocess
 
     bin_dir = cluster.root / "user-bin"
@@ -195,19 +196,13 @@ def sbatch(cluster, *args, path=None, deadline="30", script=None, config=None):
         env["PREFLIGHT_CONFIG"] = str(config)
     if deadline is not None:
         env["PREFLIGHT_SUBMIT_DEADLINE"] = deadline  # a loaded CI machine starts Python slowly
-    command = [cluster_sbatch(), "-o", str(cluster.root / "job-%j.out"), *args]
-    if script is None:
-        command += ["--wrap", "hostname"]
+    if program == "srun":
+        command = [shutil.which("srun"), *args, "hostname"]
     else:
-        command.append(str(script))
+        command = [shutil.which("sbatch"), "-o", str(cluster.root / "job-%j.out"), *args]
+        command += ["--wrap", "hostname"] if script is None else [str(script)]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, cwd=str(cluster.root))
     return done.returncode, done.stdout, done.stderr
-
-
-def cluster_sbatch():
-    import shutil
-
-    return shutil.which("sbatch")
 
 
 def queued(stdout):
@@ -222,10 +217,12 @@ def test_real_sbatch_refuses_a_workload_that_does_not_fit_before_it_queues(clust
     assert "(submission refused)" in err and "stack traceback" not in err
     assert cluster.run("squeue", "-h", "-o", "%i") == before
     print("sbatch refused, as the user sees it:\n" + err)
-    # The other ways to ask for GPUs, as sbatch hands them to the filter.
+    # The other ways to ask for GPUs, as sbatch hands them to the filter; and srun, which runs the filter too.
     for asked in ("--gpus=h200:1", "--gpus-per-node=h200:1"):
         code, out, err = sbatch(cluster, asked, "--comment", TOO_BIG)
         assert code != 0 and not queued(out) and "does not fit H200 SXM 141GB" in err, (asked, out, err)
+    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", TOO_BIG, program="srun")
+    assert code != 0 and "does not fit H200 SXM 141GB" in err and out == "", (out, err)
     assert cluster.run("squeue", "-h", "-o", "%i") == before
 
 
