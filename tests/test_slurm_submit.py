@@ -226,6 +226,14 @@ def test_real_sbatch_refuses_a_workload_that_does_not_fit_before_it_queues(clust
     assert cluster.run("squeue", "-h", "-o", "%i") == before
 
 
+def test_real_sbatch_passes_the_comment_to_preflight_as_one_word(cluster):
+    planted = cluster.root / "planted"
+    comment = TOO_BIG + "; it's ours $(touch %s) `touch %s`" % (planted, planted)
+    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", comment)
+    assert code != 0 and "does not fit H200 SXM 141GB" in err, (out, err)
+    assert not planted.exists()
+
+
 def test_real_sbatch_reads_the_declaration_from_the_script(cluster, tmp_path):
     script = cluster.root / "train.sh"
     script.write_text("#!/bin/sh\n#SBATCH --gres=gpu:h200:1\n#SBATCH --comment=\"%s\"\nhostname\n" % TOO_BIG)
