@@ -89,7 +89,7 @@ def test_fits_tight_and_what_is_not_judged():
     tight = slurm_plan("preflight: workload=gelan-c batch=24", "--slurm-gres", "gpu:t4:1")
     assert tight.returncode == 0 and tight.stdout.startswith("preflight: warning: gelan-c (batch 24, img 640) is tight "
                                                              "on Tesla T4 16GB"), tight.stdout
-    for gres, why in (("gpu:2", "names no GPU type"), ("gpu:a100:1", "it could be a100-40gb, a100-40gb-pcie, "
+    for gres, why in (("gres:gpu:2", "--gres=gpu:2 names no GPU type"), ("gpu:a100:1", "it could be a100-40gb, a100-40gb-pcie, "
                                                                       "a100-80gb, a100-80gb-pcie"),
                       ("gpu:h200:1,gpu:t4:1", "several GPU types")):
         completed = slurm_plan(TOO_BIG, "--slurm-gres", gres)

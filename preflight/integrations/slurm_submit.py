@@ -106,8 +106,8 @@ def gpu_request(gres: Optional[str] = None, gpus: Optional[str] = None, gpus_per
     per_node = _gpu_items(gres, True) if gres else []
     per_node += _gpu_items(gpus_per_node, False) if gpus_per_node else []
     in_all = _gpu_items(gpus, False) if gpus else []
-    asked = " ".join("--%s=%s" % (flag, value) for flag, value in (
-        ("gres", gres), ("gpus", gpus), ("gpus-per-node", gpus_per_node)) if value)
+    asked = " ".join("--%s=%s" % (flag, re.sub(r"(^|,)gres[:/]", r"\1", value)) for flag, value in (
+        ("gres", gres), ("gpus", gpus), ("gpus-per-node", gpus_per_node)) if value)  # as the user typed it
     most = _most_nodes(nodes)
     if nodes and most > 1:
         asked += " --nodes=%s" % nodes
