@@ -665,3 +665,20 @@ def test_slurm_refusals_are_a_family_read_from_slurms_own_error_strings():
         assert match["key"] == "slurm.error/" + row and match["confidence"] == "family", match
     # A Slurm error the table does not explain is no finding: a lookup table lists only what it can explain.
     assert not _diagnosis("srun: error: cn125: task 0: Segmentation fault (core dumped)\n")["matches"]
+
+
+def test_the_image_of_a_docker_run_line_or_a_pod_event_names_what_to_rebuild():
+    failure = ("nvidia-container-cli: mount error: file creation failed: /var/lib/docker/overlay2/36b6/merged/usr/lib/"
+               "x86_64-linux-gnu/libnvidia-ml.so.1: file exists: unknown.\n")
+    # Ports and volumes (8080:80, ./data:/data, /srv:/srv) come before the image and are not it.
+    run = ("$ docker run --rm -it --gpus all -p 8080:80 -v ./data:/data -v /srv:/srv -e A=b "
+           "nvcr.io/nvidia/pytorch:24.01-py3 python train.py\n")
+    step = _diagnosis(run + failure)["matches"][0]["fix"]["steps"][0]
+    assert step.startswith("Rebuild nvcr.io/nvidia/pytorch:24.01-py3 without NVIDIA driver packages"), step
+    event = '  Normal  Pulled  12s  kubelet  Container image "registry.example.com/train/yolov9:2.1" already present\n'
+    step = _diagnosis(event + failure)["matches"][0]["fix"]["steps"][0]
+    assert step.startswith("Rebuild registry.example.com/train/yolov9:2.1 without"), step
+    # An untagged image cannot be told from the command's words: the step stays general.
+    step = _diagnosis("$ docker run --rm --gpus all -p 8080:80 myimage python train.py\n" + failure)[
+        "matches"][0]["fix"]["steps"][0]
+    assert step.startswith("Rebuild the image without"), step
