@@ -337,3 +337,15 @@ def test_internal_errors_are_reported_without_a_traceback(tmp_path):
     assert completed.returncode == 3
     assert "internal error: RuntimeError: simulated bug" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def test_a_shipped_recording_is_named_by_its_file_name_its_name_or_a_unique_part():
+    for name in ("h200-driver580.json", "h200-driver580", "h200"):
+        completed = run_cli("check", "--profile", "node", "--select", "gpu.count", "--format", "json",
+                            "--nvml-fixture", name)
+        assert completed.returncode == 0, (name, completed.stderr)
+        assert json.loads(completed.stdout)["inventory"]["gpus"][0]["name"] == "NVIDIA H200", name
+    ambiguous = run_cli("check", "--nvml-fixture", "h100")
+    assert ambiguous.returncode == 2 and "more than one shipped recording is named like it" in ambiguous.stderr
+    missing = run_cli("check", "--nvml-fixture", "nope.json")
+    assert missing.returncode == 2 and "NVML fixture nope.json: no such file" in missing.stderr, missing.stderr

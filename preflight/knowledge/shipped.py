@@ -112,10 +112,13 @@ def recording_names() -> list:
 
 
 def recording(name_or_path: str) -> str:
-    """The file ``--nvml-fixture`` names: a path as given, else a shipped recording by its name or a unique part of
-    it (``h200`` is h200-driver580); exit 2 with the names when it is neither."""
-    if os.sep in name_or_path or os.path.exists(name_or_path) or name_or_path.endswith(".json"):
+    """The file ``--nvml-fixture`` names: a path as given, else a shipped recording by its file name, its name or a
+    unique part of it (``h200`` is h200-driver580); exit 2 with the names when it is neither."""
+    if os.sep in name_or_path or os.path.exists(name_or_path):
         return name_or_path
+    if name_or_path.endswith(".json"):  # a file name: here, else a shipped recording's (h200-driver580.json)
+        shipped = name_or_path[:-len(".json")] in recording_names()
+        return os.path.join(recordings_dir(), name_or_path) if shipped else name_or_path
     names = recording_names()
     found = [n for n in names if n == name_or_path] or [n for n in names if name_or_path.lower() in n.lower()]
     if len(found) == 1:
