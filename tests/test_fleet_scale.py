@@ -350,9 +350,9 @@ def test_worker_processes_judge_a_folder_as_this_process_does(tmp_path, reports)
     for path in sorted(reports.iterdir()):  # reports among the snapshots
         shutil.copy(str(path), str(folder / ("r-" + path.name)))
 
-    def fleet(*args):
-        completed = run_cli("fleet", str(folder), "--format", "json", *args)
-        assert completed.returncode == 1, completed.stderr
+    def fleet(*args):  # a process of its own, as users run it: the workers fork it, not the test run
+        completed = run_cli("fleet", str(folder), "--format", "json", *args, subprocess_only=True)
+        assert completed.returncode == 1 and completed.stderr == "", completed.stderr
         document = json.loads(completed.stdout)
         document.pop("generated_at")
         return document
@@ -365,3 +365,44 @@ def test_worker_processes_judge_a_folder_as_this_process_does(tmp_path, reports)
     listed = [run_cli("fleet", str(folder), "--nodes", "gpu.health", "--jobs", jobs).stdout for jobs in ("1", "2")]
     assert listed[0] == listed[1] and "gpu-n[" in listed[0]
     assert run_cli("fleet", str(folder), "--jobs", "0").returncode == 2
+
+
+@pytest.fixture(scope="module")
+def many_snapshots(tmp_path_factory):
+    """2,000 snapshots: long enough to judge that a signal lands while the workers are at it."""
+    folder = tmp_path_factory.mktemp("many")
+    snapshot = json.loads(run_cli("facts", "--nvml-fixture", FAULTS).stdout)
+    for number in range(2000):
+        (folder / ("n%04d.json" % number)).write_text(json.dumps(dict(snapshot, hostname="gpu-n%04d" % number)))
+    return folder
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the fleet process", "Ctrl-C to its process group"])
+def test_a_stopped_fleet_leaves_no_worker_behind(many_snapshots, how):
+    import os
+    import signal
+    import sys
+
+    import psutil
+
+    def default_sigint():  # as on a terminal: a shell's background job would ignore SIGINT
+        os.setsid()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    started = subprocess.Popen([sys.executable, "-m", "preflight", "fleet", str(many_snapshots), "--jobs", "2",
+                                "--format", "json", "--output", os.devnull], stderr=subprocess.PIPE,
+                               preexec_fn=default_sigint)
+    parent = psutil.Process(started.pid)
+    deadline = time.monotonic() + 60
+    while len(parent.children()) < 2 and started.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = parent.children()
+    assert len(workers) == 2, "the workers did not start"
+    if how.startswith("SIGTERM"):
+        started.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(started.pid, signal.SIGINT)
+    code = started.wait(30)
+    assert code == (143 if how.startswith("SIGTERM") else 130), (code, started.stderr.read())
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, "workers left behind: %s" % [w.pid for w in alive]

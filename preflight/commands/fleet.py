@@ -19,7 +19,7 @@ from preflight.commands import common, pipeline, site
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode, FactsFileError, PreflightError
 from preflight.fleet import read
-from preflight.fleet.aggregate import Fleet, fingerprint
+from preflight.fleet.aggregate import PROBLEM, Fleet, fingerprint
 
 
 class Evaluator:
@@ -71,7 +71,7 @@ class Evaluator:
             strict = options.strict or data.get("strict") is True
             # The scheduler's name for the node when the report was kept for it (--report-dir under Slurm).
             host = next((data[key] for key in ("node", "host") if isinstance(data.get(key), str) and data[key]), None)
-            return NodeInput(host, document.path, results, strict, data.get("inventory") if isinstance(
+            return NodeInput(host, document.path, _kept(results), strict, data.get("inventory") if isinstance(
                 data.get("inventory"), dict) else None, None)
         try:
             snapshot.validate(data, document.path)
@@ -88,10 +88,18 @@ class Evaluator:
                 return read.Unreadable(document.path, "cannot judge %s: %s" % (host or "this node", exc.message))
         report = pipeline.judge(prepared, data, "file %s" % document.path)
         compared = {key: data.get(key) for key in BASELINE_SECTIONS} if comparing else None
-        return NodeInput(host, document.path, [r.to_json() for r in report.results], report.strict,
+        return NodeInput(host, document.path, _kept([r.to_json() for r in report.results]), report.strict,
                          inventory.of(data), compared)
 
 
+def _kept(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """What Fleet.add reads of each result: all of a problem, a passing or skipped one's rule and status (a worker
+    hands back less to pickle)."""
+    return [result if result.get("status") in PROBLEM else {key: result.get(key) for key in PASSING_KEYS}
+            for result in results]
+
+
+PASSING_KEYS = ("id", "status", "title", "severity")
 BASELINE_SECTIONS = ("host", "python")  # what aggregate.fingerprint reads of a snapshot besides its inventory
 
 
@@ -118,8 +126,19 @@ def default_jobs() -> int:
     return max(1, min(8, len(os.sched_getaffinity(0))))
 
 
-def _quiet_worker() -> None:
+def _start_worker(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends the workers
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # and it ends them at once (preflight's handler is the parent's)
+    # A parent killed outright (SIGTERM's handler leaves with os._exit, or SIGKILL) must not leave workers waiting
+    # for work forever: Linux sends this worker SIGTERM when its parent goes (prctl PR_SET_PDEATHSIG).
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # gone before that took effect
+        os._exit(1)
 
 
 def _judge_file(path: str) -> Union[NodeInput, read.Unreadable]:
@@ -145,7 +164,7 @@ def run(options: CheckOptions, paths: List[str], warn: common.Warn = None, basel
     def judged(names: List[str]) -> Iterator[Union[NodeInput, read.Unreadable]]:
         if jobs > 1 and len(names) >= PARALLEL_FROM:
             if not pools:
-                pools.append(multiprocessing.get_context("fork").Pool(jobs, initializer=_quiet_worker))
+                pools.append(multiprocessing.get_context("fork").Pool(jobs, _start_worker, (os.getpid(),)))
             return pools[0].imap(_judge_file, names, CHUNK)
         return map(_judge_file, names)
 
@@ -157,9 +176,13 @@ def run(options: CheckOptions, paths: List[str], warn: common.Warn = None, basel
                 fleet.add_unreadable(entry.path, entry.reason)
             else:
                 fleet.add(*entry)
-    finally:
+    except BaseException:  # stopped (Ctrl-C, an error): the workers' work is no longer wanted
         for pool in pools:
-            pool.terminate()  # every result is in by now, or the run is being stopped
+            pool.terminate()
+        raise
+    for pool in pools:  # every result is in: the workers leave on their own
+        pool.close()
+        pool.join()
     return fleet
 
 
