@@ -118,10 +118,17 @@ CONFIG = click.option(
          "the command line overrides it. [env: PREFLIGHT_CONFIG]")
 
 
-def check_group(default_profile: str = "train", expect_gpus: Optional[str] = None,
-                with_facts: bool = True, with_requirements: bool = True) -> List[Callable]:
-    """The options that say what to check; slurm's --profile defaults to node (admission), the others' to train."""
+# The built-in --profile and --expect-gpus of each command that checks (config show --command reports them): slurm
+# admits nodes and serve watches one, so both check the node profile; check and exec check a job's environment.
+COMMAND_DEFAULTS: Dict[str, Tuple[str, Optional[str]]] = {
+    "check": ("train", None), "exec": ("train", None), "slurm": ("node", "auto"), "serve": ("node", None)}
+
+
+def check_group(command: str = "check", with_facts: bool = True, with_requirements: bool = True) -> List[Callable]:
+    """The options that say what to check, with ``command``'s defaults (COMMAND_DEFAULTS)."""
     from preflight.config.settings import SETTINGS
+
+    default_profile, expect_gpus = COMMAND_DEFAULTS[command]
 
     group = [
         setting("expect_gpus", default=expect_gpus, show_default=expect_gpus is not None,
@@ -153,8 +160,7 @@ def check_group(default_profile: str = "train", expect_gpus: Optional[str] = Non
 
 CHECK = check_group()
 CHECK_WITHOUT_FACTS = check_group(with_facts=False, with_requirements=False)  # fleet: many snapshots
-# serve watches a node, as slurm's health check does: the same default profile (node)
-NODE_WATCH = check_group("node", with_facts=False, with_requirements=False)
+NODE_WATCH = check_group("serve", with_facts=False, with_requirements=False)
 
 MAX_OBJECTS_HELP = ("Training on dense data: the most labelled objects in one image (the loss pads every image of "
                     "a batch to its most). Without it the estimate assumes a typical count (8, as measured).")
@@ -731,7 +737,7 @@ def _build_fleet() -> click.Command:
                   help="Print only the folded list of the nodes RULE fails or warns on (GROUP: those given its Nth "
                        "fix, as the report numbers them), to paste into scontrol or pdsh; empty when no node has it. "
                        "Exit 0, or 2 when RULE is not a rule of the nodes read.")
-    @click.option("--jobs", type=int, metavar="N", help="Processes that read and judge the files of a folder or list "
+    @click.option("--jobs", type=click.IntRange(1, 256), metavar="N", help="Processes that read and judge the files of a folder or list "
                   "of 200 or more [default: the CPUs preflight may use, at most 8; 1: all in this process].")
     @click.option("--format", "output_format", type=click.Choice(format_names("fleet")),
                   default="text", show_default=True)
@@ -852,7 +858,7 @@ def _build_exec() -> click.Command:
 
 def _build_slurm() -> click.Command:
     @click.command("slurm")
-    @declare(check_group("node", "auto"))
+    @declare(check_group("slurm"))
     @click.option("--prolog", is_flag=True,
                   help="Run as slurmd's Prolog: call no Slurm command, check the job's GPUs (SLURM_JOB_GPUS, else "
                        "CUDA_VISIBLE_DEVICES) and what every job shares, exit 1 only for a fault that must stop this job; "
@@ -922,7 +928,7 @@ def _build_config() -> click.Command:
     @click.option("--partition", "partitions", multiple=True, metavar="NAME",
                   help="Slurm partitions to match (repeatable) [default: SLURM_JOB_PARTITION, else unknown].")
     @click.option("--feature", "features", multiple=True, metavar="NAME", help="Slurm node features to match (repeatable).")
-    @click.option("--command", "for_command", type=click.Choice(["check", "exec", "slurm", "serve"]), default="check",
+    @click.option("--command", "for_command", type=click.Choice(list(COMMAND_DEFAULTS)), default="check",
                   show_default=True, help="Whose built-in defaults to show (slurm: profile node, --expect-gpus auto; "
                                           "serve: profile node).")
     @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=_complete_files,
@@ -938,10 +944,9 @@ def _build_config() -> click.Command:
         from preflight.commands import config as command
         from preflight.commands.options import CheckOptions
 
-        slurm = for_command == "slurm"
-        options = CheckOptions(profile="node" if for_command in ("slurm", "serve") else "train",
-                               expect_gpus="auto" if slurm else None,
-                               config=config, nvml_fixture=nvml_fixture, command="config")
+        profile, expect_gpus = COMMAND_DEFAULTS[for_command]
+        options = CheckOptions(profile=profile, expect_gpus=expect_gpus, config=config, nvml_fixture=nvml_fixture,
+                               command="config")
         return command.show(options, host, gpus, partitions, features, output_format, click.echo, _warn)
 
 

@@ -42,7 +42,7 @@ def test_gpu_requests_as_slurm_writes_them(options, expected):
 def test_no_gpu_and_bad_counts():
     assert submit.gpu_request() is None
     assert submit.gpu_request(gres="gres:shard:1") is None
-    with pytest.raises(PreflightError, match="not a number"):
+    with pytest.raises(PreflightError, match="--slurm-gpus 'h200:two': the GPU count 'two' is not a number"):
         submit.gpu_request(gpus="h200:two")
     with pytest.raises(PreflightError, match="not N or MIN-MAX"):
         submit.gpu_request(gres="gpu:h200:1", nodes="many")

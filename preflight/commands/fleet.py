@@ -19,7 +19,7 @@ from preflight.commands import common, pipeline, site
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode, FactsFileError, PreflightError
 from preflight.fleet import read
-from preflight.fleet.aggregate import PROBLEM, Fleet, fingerprint
+from preflight.fleet.aggregate import BASELINE_SECTIONS, Fleet, fingerprint, kept
 
 
 class Evaluator:
@@ -71,7 +71,7 @@ class Evaluator:
             strict = options.strict or data.get("strict") is True
             # The scheduler's name for the node when the report was kept for it (--report-dir under Slurm).
             host = next((data[key] for key in ("node", "host") if isinstance(data.get(key), str) and data[key]), None)
-            return NodeInput(host, document.path, _kept(results), strict, data.get("inventory") if isinstance(
+            return NodeInput(host, document.path, kept(results), strict, data.get("inventory") if isinstance(
                 data.get("inventory"), dict) else None, None)
         try:
             snapshot.validate(data, document.path)
@@ -88,19 +88,8 @@ class Evaluator:
                 return read.Unreadable(document.path, "cannot judge %s: %s" % (host or "this node", exc.message))
         report = pipeline.judge(prepared, data, "file %s" % document.path)
         compared = {key: data.get(key) for key in BASELINE_SECTIONS} if comparing else None
-        return NodeInput(host, document.path, _kept([r.to_json() for r in report.results]), report.strict,
+        return NodeInput(host, document.path, kept([r.to_json() for r in report.results]), report.strict,
                          inventory.of(data), compared)
-
-
-def _kept(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """What Fleet.add reads of each result: all of a problem, a passing or skipped one's rule and status (a worker
-    hands back less to pickle)."""
-    return [result if result.get("status") in PROBLEM else {key: result.get(key) for key in PASSING_KEYS}
-            for result in results]
-
-
-PASSING_KEYS = ("id", "status", "title", "severity")
-BASELINE_SECTIONS = ("host", "python")  # what aggregate.fingerprint reads of a snapshot besides its inventory
 
 
 class NodeInput(NamedTuple):
@@ -226,8 +215,6 @@ def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown
     from preflight.render import formats
     from preflight.render.fleet import FleetView
 
-    if jobs is not None and not 1 <= jobs <= 256:
-        raise PreflightError("--jobs must be from 1 to 256, got %d" % jobs, "1 judges every file in this process")
     fleet = run(options, paths, warn, baseline, default_jobs() if jobs is None else jobs)
     if not fleet.nodes:
         reasons = "; ".join("%s: %s" % item for item in fleet.unreadable[:5]) or "no .json or .json.gz file found"

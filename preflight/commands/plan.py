@@ -42,10 +42,14 @@ def custom_gpu(size: str, compute_capability: Optional[str]):
 MAX_PLAN_GPUS = 1024
 
 
-def run(options: CheckOptions, gpu_filters: List[str], warn: common.Warn = None, custom=None, gpus: int = 1) -> Plan:
+def _check_gpu_count(gpus: int, name: str) -> None:
     if not 1 <= gpus <= MAX_PLAN_GPUS:
-        raise PreflightError("--gpus must be from 1 to %d, got %d" % (MAX_PLAN_GPUS, gpus),
-                             "the GPUs the run spreads its total --batch over under torchrun (DDP)")
+        raise PreflightError("%s must be from 1 to %d, got %d" % (name, MAX_PLAN_GPUS, gpus),
+                             "the GPUs the run spreads its total batch over under torchrun (DDP)")
+
+
+def run(options: CheckOptions, gpu_filters: List[str], warn: common.Warn = None, custom=None, gpus: int = 1) -> Plan:
+    _check_gpu_count(gpus, "--gpus")
     prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
     request = prepared.workload  # sized for the trainers' default batch when none is given
     if options.workload is not None and options.workload.batch is not None:
@@ -163,15 +167,10 @@ def submission(options: CheckOptions, slurm: Dict[str, Optional[str]], declared_
     if model is None:
         return submit.not_judged(slurm, why, gpus)
     count = gpus.count if declared_gpus is None else declared_gpus
+    _check_gpu_count(count, "gpus")
     request = prepared.workload
-    if not 1 <= count <= MAX_PLAN_GPUS:
-        raise PreflightError("gpus must be from 1 to %d, got %d" % (MAX_PLAN_GPUS, count),
-                             "the GPUs the run spreads its total batch over under torchrun (DDP)")
     if request["batch"] % count:
-        return submit.Submission(submit.WARN, "preflight: warning: batch %d does not divide by the %d GPUs the job "
-                                 "asks for (%s): YOLOv9's trainer refuses that under torchrun; declare the GPUs it "
-                                 "uses with gpus=N" % (request["batch"], count, gpus.asked), slurm,
-                                 gpus.slurm_type, model.id, count)
+        return submit.uneven(slurm, request["batch"], gpus, count, model.id)
     result = plan(request, prepared.ruleset, None, [], gpus=count, models=[model])
     fitting = submit.alternatives(request, result.batch, model, prepared.ruleset.gpus,
                                   prepared.options.slurm_gpu_types)

@@ -88,6 +88,17 @@ def _shown(value: Any) -> str:
     return "not reported" if value is None else str(value)
 
 
+def kept(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """What Fleet.add reads of a node's results: a problem whole, of any other result its rule, status, title and
+    severity (fleet's worker processes hand back no more)."""
+    return [result if result.get("status") in PROBLEM else {key: result.get(key) for key in KEPT_OF_OTHERS}
+            for result in results]
+
+
+KEPT_OF_OTHERS = ("id", "status", "title", "severity")
+BASELINE_SECTIONS = ("host", "python")  # what fingerprint reads of a snapshot besides its inventory
+
+
 def fingerprint(inventory: Optional[Dict[str, Any]], facts: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
     """The facts a node is compared on with --baseline, flattened to "key: value"."""
     found = dict(("inventory.%s" % key, value) for key, value in drift_values(inventory).items())

@@ -61,7 +61,7 @@ class GpuRequest(NamedTuple):
         return self.types[0] if len(self.types) == 1 and self.types[0] else None
 
 
-def _gpu_items(spec: str, gres_form: bool) -> List[Tuple[str, int]]:
+def _gpu_items(spec: str, gres_form: bool, flag: str) -> List[Tuple[str, int]]:
     """(type, count) of each GPU item of a --gres (gpu[:type][:count], other GRES left out) or --gpus value
     ([type:]count); PreflightError for one Slurm would not take."""
     items = []
@@ -81,10 +81,11 @@ def _gpu_items(spec: str, gres_form: bool) -> List[Tuple[str, int]]:
             if len(parts) == 1 and gres_form:
                 items.append((count.lower(), 1))  # gpu:h200: one GPU of that type
                 continue
-            raise PreflightError("%r: the GPU count %r is not a number" % (spec, count),
+            raise PreflightError("%s %r: the GPU count %r is not a number" % (flag, spec, count),
                                  "as Slurm writes it: gpu:h200:2 (--gres) or h200:2 (--gpus)")
         if len(parts) > 2:
-            raise PreflightError("%r is not [type:]count" % item, "as Slurm writes it: gpu:h200:2 or h200:2")
+            raise PreflightError("%s %r: %r is not [type:]count" % (flag, spec, item),
+                                 "as Slurm writes it: gpu:h200:2 or h200:2")
         items.append((parts[0].lower() if len(parts) == 2 else "", int(count)))
     return items
 
@@ -103,9 +104,9 @@ def _most_nodes(nodes: Optional[str]) -> int:
 def gpu_request(gres: Optional[str] = None, gpus: Optional[str] = None, gpus_per_node: Optional[str] = None,
                 nodes: Optional[str] = None) -> Optional[GpuRequest]:
     """The GPUs of a job's --gres, --gpus, --gpus-per-node and --nodes; None when it asks for none."""
-    per_node = _gpu_items(gres, True) if gres else []
-    per_node += _gpu_items(gpus_per_node, False) if gpus_per_node else []
-    in_all = _gpu_items(gpus, False) if gpus else []
+    per_node = _gpu_items(gres, True, "--slurm-gres") if gres else []
+    per_node += _gpu_items(gpus_per_node, False, "--slurm-gpus-per-node") if gpus_per_node else []
+    in_all = _gpu_items(gpus, False, "--slurm-gpus") if gpus else []
     asked = " ".join("--%s=%s" % (flag, re.sub(r"(^|,)gres[:/]", r"\1", value)) for flag, value in (
         ("gres", gres), ("gpus", gpus), ("gpus-per-node", gpus_per_node)) if value)  # as the user typed it
     most = _most_nodes(nodes)
@@ -157,6 +158,7 @@ def decide(plan, request: Dict[str, Optional[str]], gpus: GpuRequest, does_not_f
     """The decision on a plan of one catalog GPU (its one row): fits submits, tight warns, does not fit refuses
     (or warns, where the site says so), with the largest batch that fits and the GPUs it would fit."""
     from preflight import units
+    from preflight.capacity.estimate import FITS, TIGHT
 
     row = plan.rows[0]
     r = plan.request
@@ -166,11 +168,11 @@ def decide(plan, request: Dict[str, Optional[str]], gpus: GpuRequest, does_not_f
     need = "needs %s per GPU, %s usable" % (units.format_bytes(row.required_bytes),
                                              units.format_bytes(row.available_bytes))
     keep = dict(request=request, gpu_type=gpus.slurm_type, gpu=row.subject, gpu_count=plan.gpus, plan=plan)
-    if row.verdict == "fits":
+    if row.verdict == FITS:
         return Submission(SUBMIT, "preflight: %s fits %s: %s" % (workload, on, need), **keep)
     largest = "the largest batch that fits is %d" % row.max_batch if row.max_batch else \
         "not even batch %d fits" % plan.gpus
-    if row.verdict == "tight":
+    if row.verdict == TIGHT:
         return Submission(WARN, "preflight: warning: %s is tight on %s: %s with the validation pass; it should run "
                           "with no headroom (%s)" % (workload, on, need, largest), **keep)
     elsewhere = "; it would fit %s" % ", ".join(fitting) if fitting else ""
@@ -178,6 +180,14 @@ def decide(plan, request: Dict[str, Optional[str]], gpus: GpuRequest, does_not_f
     if does_not_fit == "warn":
         return Submission(WARN, words.replace("preflight: ", "preflight: warning: ", 1), **keep)
     return Submission(REFUSE, words + " (submission refused)", **keep)
+
+
+def uneven(request: Dict[str, Optional[str]], batch: int, gpus: GpuRequest, count: int, gpu_id: str) -> Submission:
+    """A batch the job's GPUs cannot share evenly: YOLOv9's trainer refuses it at start-up under torchrun, unless the
+    job runs fewer processes than it asks GPUs for; said, not refused."""
+    return Submission(WARN, "preflight: warning: batch %d does not divide by the %d GPUs the job asks for (%s): "
+                      "YOLOv9's trainer refuses that under torchrun; declare the GPUs it uses with gpus=N"
+                      % (batch, count, gpus.asked), request, gpus.slurm_type, gpu_id, count)
 
 
 def alternatives(request: Dict[str, Any], batch: int, asked, catalog: Dict[str, Any], mapping: Sequence[str],
