@@ -121,7 +121,8 @@ CONFIG = click.option(
 # The built-in --profile and --expect-gpus of each command that checks (config show --command reports them): slurm
 # admits nodes and serve watches one, so both check the node profile; check and exec check a job's environment.
 COMMAND_DEFAULTS: Dict[str, Tuple[str, Optional[str]]] = {
-    "check": ("train", None), "exec": ("train", None), "slurm": ("node", "auto"), "serve": ("node", None)}
+    "check": ("train", None), "exec": ("train", None), "fix": ("train", None), "slurm": ("node", "auto"),
+    "serve": ("node", None)}
 
 
 def check_group(command: str = "check", with_facts: bool = True, with_requirements: bool = True) -> List[Callable]:
@@ -856,6 +857,40 @@ def _build_exec() -> click.Command:
     return exec_command
 
 
+def _build_fix() -> click.Command:
+    @click.command("fix")
+    @declare(check_group("fix", with_facts=False))
+    @click.option("--dry-run", is_flag=True, help="Show the plan and what preflight fix would run; change nothing.")
+    @click.option("-y", "--yes", is_flag=True, help="Run the plan's pip steps without asking (needed when standard "
+                  "input is not a terminal).")
+    @click.option("--log", "log_path", metavar="FILE", shell_complete=_complete_files,
+                  help="Write pip's output to FILE, a new file [default: a new preflight-fix-*.log in the temporary "
+                       "folder, named in the output].")
+    @click.option("--format", "output_format", type=click.Choice(format_names("fix")), default="text",
+                  show_default=True, help="text for people; json (preflight.fix/1): the plan, what ran, what changed.")
+    @OUTPUT
+    @check_options(PROBE)
+    def fix(options, dry_run, yes, log_path, output_format, output) -> int:
+        """Check, then run the plan's pip steps in the job's interpreter, and check again.
+
+        \b
+        The plan is check's "Fix first": every failing rule's fix, in order, its pip
+        lines for the job's interpreter merged into one transaction per index. fix
+        runs only those lines, exactly as printed, in the interpreter of --python, or
+        of the active virtual or conda environment (never conda's base environment);
+        drivers, sudo, system packages, conda and Slurm steps stay yours, and it says
+        which. It asks first on a terminal; elsewhere it needs --yes. pip's output
+        goes to a log file it names; a pip step that fails stops the plan.
+        Exit codes: 0 the check passes afterwards, 1 it still fails, 2 bad usage (no
+        interpreter to change, no --yes without a terminal).
+        """
+        from preflight.commands import fix as command
+
+        return command.main(options, _shown(output_format, output), dry_run, yes, log_path,
+                            lambda question: click.confirm(question, default=False, err=True), _warn)
+    return fix
+
+
 def _build_slurm() -> click.Command:
     @click.command("slurm")
     @declare(check_group("slurm"))
@@ -1007,6 +1042,9 @@ COMMANDS: Dict[str, Command] = {
         "preflight explain gpu.health", "preflight explain cuda.oom")),
     "facts": Command(_build_facts, "Print what the probes see (JSON), or a block for bug reports.", (
         "preflight facts --output facts.json", "preflight facts --format text")),
+    "fix": Command(_build_fix, "Check, run the plan's pip steps in the job's interpreter, check again.", (
+        "preflight fix --dry-run",
+        "preflight fix --python ~/envs/yolov9/bin/python --requirements requirements.txt --yes")),
     "fleet": Command(_build_fleet, "Many nodes' reports and snapshots at once: who fails, why, drift.", (
         "preflight fleet /shared/preflight/ --profile node",
         "preflight fleet reports/ --format html --output fleet.html",

@@ -9,11 +9,14 @@ rules count too (``info`` rules never do).
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from preflight.engine.evaluate import STATUSES, Result
 from preflight.errors import ExitCode, NpdCode
 from preflight.facts.view import NO_CONTEXT, Context
+
+if TYPE_CHECKING:
+    from preflight.fix_plan import FixPlan
 
 SCHEMA = "preflight.report/1"
 
@@ -55,6 +58,17 @@ class Report:
         self.finished_at = time.time()
         self.notes: List[str] = []  # lines for the reader that change no verdict (knowledge that may be stale)
         self.fits: List[Dict[str, Any]] = []  # --fit-label: the largest batch per GPU of each workload (no verdict)
+        self._plan: Optional["FixPlan"] = None
+
+    @property
+    def plan(self) -> "FixPlan":
+        """The blocking results' fixes as one ordered plan (fix_plan): what "Fix first" shows, preflight fix runs."""
+        if self._plan is None:
+            from preflight import fix_plan
+
+            self._plan = fix_plan.compose(fix_plan.findings_of(self.blocking()), fix_plan.interpreter_of(self.facts),
+                                          fix_plan.driver_of(self.facts))
+        return self._plan
 
     def blocking(self) -> List[Result]:
         """The results that make the check fail (``blocks``)."""
@@ -157,19 +171,20 @@ class Report:
             "facts_source": self.facts_source,
             "seconds": round(self.seconds, 4),
             "results": [result.to_json() for result in self.results],
+            "plan": self.plan.to_json(),
             "notes": list(self.notes),
         }
 
 
 def json_schema() -> Dict[str, Any]:
     """``Report.to_json`` (check --format json) as JSON Schema; ``served`` is what serve's /report adds."""
-    from preflight import inventory
+    from preflight import fix_plan, inventory
     from preflight.engine.evaluate import result_json_schema
     from preflight.files.json_schema import BOOL, INT, NUM, STR, nullable, obj, strings
 
     counts = obj(STATUSES, {s: {"type": "integer", "minimum": 0} for s in STATUSES}, False)
     return obj(["schema", "host", "collected_at", "preflight_version", "knowledge_as_of", "inventory", "ok", "profile",
-                "strict", "exit_code", "summary", "facts_source", "seconds", "results", "notes"], {
+                "strict", "exit_code", "summary", "facts_source", "seconds", "results", "plan", "notes"], {
         "schema": {"const": SCHEMA}, "host": nullable(STR),
         "node": STR,  # only in a kept report (--report-dir): the node as the scheduler names it
         "collected_at": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"},
@@ -179,5 +194,6 @@ def json_schema() -> Dict[str, Any]:
         "profile": {"enum": ["train", "inference", "node"]}, "strict": BOOL, "exit_code": {"enum": [0, 1]},
         "summary": counts, "facts_source": STR, "seconds": {"type": "number", "minimum": 0},
         "results": {"type": "array", "items": result_json_schema()},
+        "plan": fix_plan.json_schema(),
         "served": obj(["age_seconds", "checks"], {"age_seconds": NUM, "checks": INT, "last_error": nullable(STR)}),
     })

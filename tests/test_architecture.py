@@ -211,5 +211,5 @@ def test_value_classes_are_immutable_with_readable_repr_and_equality():
         raise AssertionError("a loaded rule can be changed")
     fix = Fix("x", "title", ["step"], ["cmd"], "origin")
     assert fix == Fix("x", "title", ["step"], ["cmd"], "origin")
-    assert repr(fix) == "Fix(id='x', title='title', steps=['step'], commands=['cmd'], origin='origin')"
+    assert repr(fix) == "Fix(id='x', title='title', steps=['step'], commands=['cmd'], origin='origin', changes='')"
     assert CheckOptions(profile="node", select=["gpu"]) == CheckOptions(profile="node", select=("gpu",))

@@ -372,8 +372,8 @@ def test_torch_missing_cpu_rocm_and_cuda_builds(fake_env):
     result = one(check("--select", "torch.cuda", "--python", cpu.python), "torch.cuda")
     assert result["status"] == "fail" and "CPU-only" in result["message"]
     wanted = torch_wheels.choose("580.159.04", "13.0", ["9.0"], "%d.%d" % sys.version_info[:2])
-    assert any("%s --index-url %s" % (wanted.pins, wanted.index_url) in c for c in result["fix"]["commands"])
-    assert any(c.startswith(cpu.python + " -m pip uninstall") for c in result["fix"]["commands"])
+    assert any("%s --index-url %s" % (wanted.pins(), wanted.index_url) in c for c in result["fix"]["commands"])
+    assert not any("uninstall" in c for c in result["fix"]["commands"])  # one transaction: a failed download keeps torch
 
     rocm = fake_env("rocm")
     rocm.add_torch(version="2.11.0+rocm6.4", cuda=None, hip="6.4")
@@ -402,7 +402,7 @@ def test_cuda_compat(fake_env, torch_cuda, fixture, status):
         # The newest torch this 12.0 driver runs for this GPU and this Python (2.14 from cu126 under
         # minor-version compatibility on Python 3.10+; tests/test_torch_wheels.py has the table), pinned.
         wanted = torch_wheels.choose("525.60.13", "12.0", ["8.6"], "%d.%d" % sys.version_info[:2])
-        assert any("%s --index-url %s" % (wanted.pins, wanted.index_url) in c for c in result["fix"]["commands"]), \
+        assert any("%s --index-url %s" % (wanted.pins(), wanted.index_url) in c for c in result["fix"]["commands"]), \
             result["fix"]
 
 
@@ -496,14 +496,17 @@ def test_a_package_both_required_and_recommended_is_told_missing_once(fake_env):
     result, env = _packages_without(fake_env, "Pillow")
     assert result["status"] == "fail" and result["message"] == "Pillow is missing"
     assert "(optional)" not in result["message"] and not any("Optional" in step for step in result["fix"]["steps"])
-    # Both requirements stay in the line: pip merges them, and the bare one still installs where the pin cannot.
-    assert result["fix"]["commands"] == ["%s -m pip install Pillow 'Pillow<10'" % env.python]
+    # One requirement for the package, with the recommended pin where a release meeting it has a wheel for this
+    # Python (Pillow 9.5 up to 3.11), else the bare name: pip is never given a package twice.
+    pillow = "'Pillow<10'" if sys.version_info < (3, 12) else "Pillow"
+    assert result["fix"]["commands"] == ["%s -m pip install %s" % (env.python, pillow)]
 
 
 def test_packages_missing_thop_only_warns(fake_env):
     result, env = _packages_without(fake_env, "thop")
     assert result["status"] == "warn" and result["severity"] == "warning"
-    assert result["fix"]["commands"] == ["%s -m pip install thop" % env.python]
+    # torch is thop's one requirement: --no-deps, so that a missing torch is never pulled from PyPI for it.
+    assert result["fix"]["commands"] == ["%s -m pip install --no-deps thop" % env.python]
     # What the optional package adds is told for that package alone (the rule file's why_optional).
     optional = [step for step in result["fix"]["steps"] if step.startswith("Optional")]
     assert optional == ["Optional, so only a warning (YOLOv9 trains without them): thop (it only adds the GFLOPs "

@@ -174,7 +174,7 @@ def test_missing_module_fix_installs_the_right_distribution():
     _, report = diagnose_json("ModuleNotFoundError: No module named 'cv2'\n", "--no-facts")
     assert report["matches"][0]["fix"]["commands"] == ["python -m pip install opencv-python-headless"]
     _, report = diagnose_json("ModuleNotFoundError: No module named 'thop'\n", "--no-facts")
-    assert report["matches"][0]["fix"]["commands"] == ["python -m pip install thop"]
+    assert report["matches"][0]["fix"]["commands"] == ["python -m pip install --no-deps thop"]
     _, report = diagnose_json("ModuleNotFoundError: No module named 'pkg_resources'\n", "--no-facts")
     assert report["matches"][0]["fix"]["commands"] == ["python -m pip install 'setuptools<82'"]
 
@@ -315,8 +315,9 @@ def test_no_kernel_image_names_compute_capability_and_torch_architectures(tmp_pa
             "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90") in match["context"]
     wanted = torch_wheels.choose("580.159.04", "13.0", ["12.0"], "%d.%d" % sys.version_info[:2])  # cu130 on 3.10+
     if isinstance(wanted, torch_wheels.Choice):
-        assert match["fix"]["commands"][-1] == "%s -m pip uninstall -y torch torchvision && %s -m pip install %s " \
-            "--index-url %s" % (env.python, env.python, wanted.pins, wanted.index_url)
+        # One pip install, never an uninstall first: pip resolves and downloads before it replaces the old torch.
+        assert match["fix"]["commands"][-1] == "%s -m pip install %s --index-url %s" % (
+            env.python, wanted.pins(), wanted.index_url)
     else:  # Python 3.8 or 3.9: no torch for them has sm_120 kernels; the way out instead of an index
         assert not any("--index-url" in c for c in match["fix"]["commands"])
         assert any("use Python 3.10" in step for step in match["fix"]["steps"]), match["fix"]
@@ -338,7 +339,7 @@ def test_driver_mismatch_names_both_versions_and_the_wheel(fake_env):
             "torch.") in steps
     assert any("which the driver runs" in step for step in steps), steps
     assert match["fix"]["commands"][-1].endswith(
-        "-m pip install --force-reinstall %s --index-url %s" % (wanted.pins, wanted.index_url))
+        "-m pip install %s --index-url %s" % (wanted.pins(), wanted.index_url))
 
 
 def test_driver_too_old_keeps_its_main_step_without_facts():
@@ -542,8 +543,7 @@ def test_the_logs_own_run_fills_the_fix_when_this_machine_is_another():
     # in for it, and the fix names the driver each build needs.
     wanted = torch_wheels.fix_values(None, None, ["12.0"], "3.10", run_cuda="12.4")
     assert wanted["wheel_tag"] == "cu128" and "cu128 needs driver 570.26 or newer" in wanted["wheel_note"]
-    assert fix["commands"][-1] == "python -m pip uninstall -y torch torchvision && python -m pip install %s " \
-        "--index-url %s" % (wanted["torch_pins"], wanted["index_url"])
+    assert fix["commands"][-1] == "python -m pip install %s --index-url %s" % (wanted["torch_pins"], wanted["index_url"])
     assert any("cu128 needs driver 570.26 or newer" in step for step in fix["steps"])
     assert fix["steps"][0].startswith("torch 2.5.1+cu124 has no kernels for NVIDIA GeForce RTX 5090 (compute capability 12.0)")
 
@@ -554,7 +554,7 @@ def test_nvidia_smi_in_the_log_gives_the_driver():
     _, report = diagnose_json(log, "--no-facts")
     fix = report["matches"][0]["fix"]
     wanted = torch_wheels.choose("535.104.05", "12.2", [], None)
-    assert any("%s --index-url %s" % (wanted.pins, wanted.index_url) in c for c in fix["commands"]), fix
+    assert any("%s --index-url %s" % (wanted.pins(), wanted.index_url) in c for c in fix["commands"]), fix
     assert "driver 535.104.05 (CUDA 12.2)" in report["notes"][0]
 
 

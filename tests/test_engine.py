@@ -108,7 +108,8 @@ def test_present_packages():
     assert "numpy 1.17.0 does not satisfy >=1.18.5" in verdict.observed
     assert "cv 4.0 is installed but module 'cv' cannot be imported" in verdict.observed
     assert "thop is missing (optional)" in verdict.observed
-    assert verdict.details["missing_pip"] == "'numpy>=1.18.5' cv thop"
+    assert verdict.details["missing_pip"] == "'numpy>=1.18.5' cv"
+    assert verdict.details["missing_no_deps"] == "thop"  # its one requirement is torch: never pulled from PyPI
     assert evaluate("present", found, recommended=["thop"]).status == "warn"
     assert evaluate("present", {"numpy": {"version": "2.0", "importable": True}}, required=["numpy"]).status == "pass"
     # A name the facts never looked up is not "missing": it is unknown.

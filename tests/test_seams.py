@@ -152,11 +152,11 @@ def test_a_log_missing_one_module_gets_one_install_into_the_logs_interpreter():
     log = ('Traceback (most recent call last):\n  File "/home/u/miniconda3/envs/y9/lib/python3.10/site-packages/'
            'ultralytics/utils/torch_utils.py", line 1\nModuleNotFoundError: No module named \'thop\'\n')
     fix = json.loads(run_cli("diagnose", "-", "--format", "json", stdin=log).stdout)["matches"][0]["fix"]
-    assert fix["commands"] == ["/home/u/miniconda3/envs/y9/bin/python -m pip install thop"], fix
+    assert fix["commands"] == ["/home/u/miniconda3/envs/y9/bin/python -m pip install --no-deps thop"], fix
     # No interpreter in the log: this one's is a guess, and the fix says so; still one package.
     fix = json.loads(run_cli("diagnose", "-", "--format", "json",
                              stdin="ModuleNotFoundError: No module named 'thop'\n").stdout)["matches"][0]["fix"]
-    assert [c.split(" -m pip install ")[1] for c in fix["commands"]] == ["thop"], fix
+    assert [c.split(" -m pip install ")[1] for c in fix["commands"]] == ["--no-deps thop"], fix
     assert any("the interpreter preflight runs in" in step for step in fix["steps"]), fix
 
 

@@ -66,10 +66,10 @@ def test_when_nothing_can_run_it_says_why_and_the_way_out(driver, cuda, ccs, pyt
 
 def test_pins_pair_torchvision_and_notes_say_what_limits_the_choice():
     old_python = torch_wheels.choose("580.159.04", "13.0", ["9.0"], "3.8")
-    assert old_python.pins == "'torch==2.4.*' 'torchvision==0.19.*'"
+    assert old_python.pins() == "'torch==2.4.*' 'torchvision==0.19.*'"
     assert "torch 2.4 is the newest for Python 3.8" in old_python.notes[0]
     volta = torch_wheels.choose("580.159.04", "13.0", ["7.0"], "3.12")
-    assert volta.pins == "'torch==2.14.*' 'torchvision==0.29.*'"
+    assert volta.pins() == "'torch==2.14.*' 'torchvision==0.29.*'"
     old_driver = torch_wheels.choose("525.60.13", "12.0", ["8.6"], "3.11")
     assert any("minor-version compatibility" in note for note in old_driver.notes)
     blackwell = torch_wheels.choose("550.54.15", "12.4", ["12.0"], "3.12")  # cu128 under minor-version compat
@@ -82,7 +82,7 @@ def test_pins_pair_torchvision_and_notes_say_what_limits_the_choice():
     assert any("has wheels for Python 3.10 to 3.14" in note for note in unknown_python.notes)
     assert any("torch 2.15 is newer, but no torchvision has been released for it yet" in note
                for note in unknown_python.notes)
-    assert torch_wheels.choose("440.33.01", "10.2", ["7.0"], "3.8").pins == "'torch==1.12.*' 'torchvision==0.13.*'"
+    assert torch_wheels.choose("440.33.01", "10.2", ["7.0"], "3.8").pins() == "'torch==1.12.*' 'torchvision==0.13.*'"
 
 
 def test_the_data_is_consistent():

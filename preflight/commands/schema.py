@@ -18,6 +18,7 @@ DOCUMENTS = {
              "preflight.capacity.planning:json_schema"),
     "submission": ("preflight.submission/1", "what preflight plan --format json writes in its Slurm mode "
                    "(--slurm-comment)", "preflight.integrations.slurm_submit:json_schema"),
+    "fix": ("preflight.fix/1", "what preflight fix --format json writes", "preflight.fix_plan:outcome_json_schema"),
     "facts": ("preflight.facts/1", "what preflight facts writes (and check --facts reads)",
               "preflight.facts.snapshot:json_schema"),
     "fleet": ("preflight.fleet/1", "what preflight fleet --format json writes", "preflight.render.fleet:json_schema"),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from preflight import units
 from preflight.diagnose.failures import Failure
@@ -253,22 +253,68 @@ def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, s
 
 # What a related check says of this machine's other packages: a fix for one missing module does not speak of them.
 _OTHER_PACKAGES = ("optional", "mismatched", "installed_by", "companion_pins", "companion_index_url",
-                   "companion_unpaired", "torch_not_running")
+                   "companion_unpaired", "torch_not_running", "missing_no_deps", "pins_why", "stand_ins", "met_by")
 
 
-def _from_the_line(groups: Dict[str, str], ruleset: RuleSet) -> Dict[str, str]:
+def _from_the_line(groups: Dict[str, str], ruleset: RuleSet, facts: Optional[SnapshotView] = None,
+                   run: Optional[Dict[str, str]] = None) -> Dict[str, Optional[str]]:
     """What the failing line itself asks for, which no check of this machine may widen: the module that was
-    missing, as pip installs it ({missing_pip}), or why no pip command is printed ({pip_unknown})."""
+    missing, as pip installs it ({missing_pip}), or why no pip command is printed ({pip_unknown}); torchvision and
+    torchaudio as the pair of the installed torch, from its build's index ({companion_pins})."""
     module = groups.get("missing")
     if not module:
         return {}
+    if module.split(".")[0] in COMPANIONS:
+        return _companion_values(module.split(".")[0], facts, run or {})
     pip = _pip_name(module.split(".")[0], ruleset)
     if pip:
+        from preflight.knowledge import distributions
+
+        if distributions.torch_only(shlex.split(pip)[0]):  # torch is its one requirement: never pulled for it
+            return {"missing_pip": None, "missing_no_deps": pip}
         return {"missing_pip": pip}
     return {"pip_unknown": (
         "preflight does not know which package provides the module '%s', so it prints no pip command: find the "
         "package in the project's requirements.txt or documentation (a package named like a module can be someone "
         "else's)" % module.split(".")[0])}
+
+
+COMPANIONS = ("torchvision", "torchaudio")  # built for one torch release and build: never a plain pip install
+
+
+def _companion_values(name: str, facts: Optional[SnapshotView], run: Dict[str, str]) -> Dict[str, Optional[str]]:
+    """{companion_pins, companion_index_url} that install companion ``name`` for the torch this machine has (or,
+    without its facts, the torch the log's run printed), from that torch's own index; {companion_unpaired} when
+    no command can be given."""
+    from preflight.facts import derived, readers
+    from preflight.knowledge import torch_wheels
+
+    torch: Dict[str, Any] = {}
+    installed: Tuple[torch_wheels.Installed, ...] = ()
+    python = run.get(RUN_PREFIX + "python")
+    if facts is not None:
+        try:
+            torch = facts.torch()
+            python = facts.section("python").get("version") or python
+            installed = derived.installed_builds(torch, readers.companions(facts), readers.platform(facts))
+        except Unknown:
+            torch = {}
+    version, tag = None, None
+    if torch.get("installed"):
+        version, tag = torch.get("version"), derived.torch_tag(torch)
+    elif run.get(RUN_PREFIX + "torch_version"):
+        version = run[RUN_PREFIX + "torch_version"]
+        tag = torch_wheels.local_tag(version)
+    values: Dict[str, Optional[str]] = {"missing_pip": None, "companion_pins": None, "companion_index_url": None,
+                                        "companion_unpaired": None}
+    if version and tag:
+        values.update(torch_wheels.companions_for(version, tag, [name], python, installed))
+    else:
+        values["companion_unpaired"] = (
+            "which torch the run had is not known here: the %s built for it comes from the index of its build "
+            "(python -c 'import torch; print(torch.__version__)' shows it: +cpu, +cu126, ...); "
+            "https://pytorch.org/get-started/previous-versions/ gives the pair's command" % name)
+    return values
 
 
 def run_interpreter(run: Dict[str, str]) -> Optional[str]:
@@ -452,19 +498,21 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
         base.update(run)
         from_log = dict(groups)
         from_log.update((RUN_PREFIX + name, value) for name, value in groups.items())
-        from_log.update(_from_the_line(groups, ruleset))
+        from_log.update(_from_the_line(groups, ruleset, facts, run))
         from_log.update(where)
         merged_sets = []
         for values in value_sets:
             merged = dict(base)
-            for layer in (values, from_checks, failure.values, from_log, markers):
+            for layer in (values, from_checks, failure.values):
+                merged.update(layer)
+            if "missing" in groups:  # what a check says of this machine's other packages is not this line's fix
+                for name in _OTHER_PACKAGES:
+                    merged.pop(name, None)
+            for layer in (from_log, markers):
                 merged.update(layer)
             if _larger_than_the_gpu(groups):
                 merged.pop("when_request_may_fit", None)
                 merged["when_request_exceeds_gpu"] = ""
-            if "missing" in groups:
-                for name in _OTHER_PACKAGES:
-                    merged.pop(name, None)
             merged_sets.append(merged)
         context: List[str] = []
         for values in merged_sets:

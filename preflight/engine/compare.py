@@ -16,11 +16,12 @@ import shlex
 from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from preflight import units
 from preflight.facts.readers import ENVIRONMENT
-from preflight.knowledge import package_index
+from preflight.knowledge import distributions, package_index, pip_commands
 
 PASS, WARN, FAIL, ERROR = "pass", "warn", "fail", "error"
 MAX_PATTERN_TEXT = 4096  # characters of a fact a 'pattern' rule looks at
@@ -412,6 +413,7 @@ class PackageSpec(NamedTuple):
     why_optional: str = ""  # what a recommended package adds, told when it is missing ("only adds the GFLOPs figure")
     why_pinned: str = ""  # what breaks without the version its pip requirement pins ("np.trapz is gone in 2.4")
     marker: str = ""  # a PEP 508 environment marker: checked only where it holds for the job's interpreter
+    stand_in: str = ""  # why ``pip`` installs another distribution of the same module than the one named
 
     def probe_request(self) -> Dict[str, Any]:
         """What the Python probe looks up; an empty import name: found by its distribution alone (a requirements
@@ -449,8 +451,16 @@ def parse_requirement(text: str, known: Mapping[str, Mapping[str, Any]]) -> Pack
                          % (text, import_name, name))
     dists = list(info.get("dists") or [name])
     pip = info.get("pip") or name + (spec_text or "")
+    stand_in = ""
+    group = distributions.same_module(name) if not info.get("dists") else None
+    if group is not None:  # any of the group meets it; a fix installs the group's own choice, never a second
+        dists += [dist for dist in group.dists if dist not in dists]
+        if package_index.canonical(group.install) != package_index.canonical(name):
+            pip = group.install + (spec_text or "")
+            stand_in = "%s stands in for %s: %s" % (group.install, name, group.why)
     return PackageSpec(name, import_name, dists, pip, specifier, info.get("installed_by") or "",
-                       info.get("why_optional") or "", info.get("why_pinned") or "", info.get("marker") or "")
+                       info.get("why_optional") or "", info.get("why_pinned") or "", info.get("marker") or "",
+                       stand_in)
 
 
 def _installed_elsewhere(specs: List[PackageSpec]) -> Optional[str]:
@@ -494,6 +504,33 @@ def _package_table(raw: Any) -> Dict[str, Dict[str, Any]]:
     return raw
 
 
+def _imposed(spec: PackageSpec, installed: Mapping[str, str]) -> PackageSpec:
+    """``spec`` with the pins that installed releases of other packages impose on it (numpy<2 beside torch<2.3)."""
+    extra = distributions.pins_with(spec.dists[0] if spec.dists else spec.name, installed)
+    if not extra or spec.installed_by:
+        return spec
+    specifier = spec.specifier if spec.specifier is not None else SpecifierSet()
+    for rule in extra:
+        specifier &= package_index.split_requirement(rule.pin)[2]
+    pip_name = package_index.split_requirement(spec.pip)[0]
+    pip_specifier = package_index.split_requirement(spec.pip)[2]
+    for rule in extra:
+        pip_specifier &= package_index.split_requirement(rule.pin)[2]
+    why = "; ".join([spec.why_pinned] * bool(spec.why_pinned) + [rule.why for rule in extra])
+    return spec._replace(specifier=specifier, pip=pip_name + str(pip_specifier), why_pinned=why)
+
+
+def _wheel_platform(environment: Optional[Mapping[str, str]]) -> Optional[str]:
+    """The wheel data's platform name for the job's interpreter (linux_x86_64, ...); None when not known."""
+    environment = environment or {}
+    system, machine = environment.get("sys_platform", ""), environment.get("platform_machine", "").lower()
+    if system == "linux" and machine in ("x86_64", "amd64"):
+        return "linux_x86_64"
+    if system == "linux" and machine in ("aarch64", "arm64"):
+        return "linux_aarch64"
+    return "windows" if system == "win32" else None
+
+
 class PresentComparison(Comparison):
     name = "present"
     kinds = ("packages",)
@@ -506,8 +543,8 @@ class PresentComparison(Comparison):
     # missing: not installed or not importable; mismatched: installed at a version the pin excludes (only a
     # version to change, never "missing"); missing_pip: what pip installs for both, where preflight's own
     # fixes do not (installed_by); installed_by: those others, with the rule whose fix installs them.
-    details = ("missing", "mismatched", "missing_pip", "installed_by", "missing_required", "missing_recommended",
-               "optional", "pins_why")
+    details = ("missing", "mismatched", "missing_pip", "missing_no_deps", "installed_by", "missing_required",
+               "missing_recommended", "optional", "pins_why", "stand_ins", "met_by")
 
     def check(self, params, enum_values):
         if not params.get("required") and not params.get("recommended"):
@@ -552,31 +589,49 @@ class PresentComparison(Comparison):
         if unprobed:
             return Verdict(ERROR, "not probed", {"problem": "the facts do not cover %s (saved before this rule listed them?)"
                                                              % ", ".join(unprobed)})
+        recommended_ids = {id(s) for s in recommended}
+        installed = {package_index.canonical(found.get("dist") or name): str(found["version"])
+                     for name, found in value.items() if isinstance(found, dict) and found.get("version")}
+        required = [_imposed(s, installed) for s in required]
+        recommended = [_imposed(s, installed) for s in recommended]
         bad_required = [(s, self._problem(s, value.get(s.name))) for s in required]
         bad_recommended = [(s, self._problem(s, value.get(s.name))) for s in recommended]
         bad_required = [(s, p) for s, p in bad_required if p]
         bad_recommended = [(s, p) for s, p in bad_recommended if p]
         missing = bad_required + bad_recommended
         # A package both required and recommended (Pillow, and Pillow<10 for the plots) and absent is told once, as
-        # required; its install line keeps both requirements (pip merges them, and keeps the bare one where the
-        # recommended pin has no wheel).
+        # required; its install line merges both into one requirement, which keeps the bare one where the
+        # recommended pin has no wheel (pip_commands.install_line).
         absent_required = {s.name for s, (kind, _) in bad_required if kind == "absent"}
         told = [(s, p) for s, p in bad_recommended if not (p[0] == "absent" and s.name in absent_required)]
         elsewhere = [s for s, _ in missing if s.installed_by]
+        line = pip_commands.install_line(
+            [pip_commands.Wanted(s.pip, id(s) in recommended_ids, s.why_pinned) for s, _ in missing if not s.installed_by],
+            (environment or {}).get("python_version"), _wheel_platform(environment))
+        met_by = ["%s is met by %s %s (%s)" % (s.name, found["dist"], found.get("version") or "",
+                                                distributions.same_module(s.name).why)
+                  for s in required + recommended
+                  for found in [value.get(s.name) or {}]
+                  if distributions.same_module(s.name) and found.get("dist")
+                  and package_index.canonical(found["dist"]) != package_index.canonical(s.name)]
         details = {
             "missing": ", ".join(s.name for s, (kind, _) in bad_required + told if kind == "absent") or None,
             "mismatched": "; ".join(words for _, (kind, words) in missing if kind == "mismatched") or None,
-            "missing_pip": " ".join(_shell_quote(s.pip) for s, _ in missing if not s.installed_by) or None,
+            "missing_pip": " ".join(_shell_quote(r) for r in line.install) or None,
+            "missing_no_deps": " ".join(_shell_quote(r) for r in line.no_deps) or None,
             "installed_by": _installed_elsewhere(elsewhere),
             "missing_required": ", ".join(s.name for s, _ in bad_required) or "none",
             "missing_recommended": ", ".join(s.name for s, _ in told) or "none",
             "optional": "; ".join("%s (%s)" % (s.name, s.why_optional) if s.why_optional else s.name
                                   for s, _ in told) or None,
-            "pins_why": "; ".join("%s: %s" % (s.pip, s.why_pinned) for s, _ in missing
-                                  if s.why_pinned and not s.installed_by) or None,
+            "pins_why": "; ".join(line.reasons) or None,
+            "stand_ins": "; ".join(dict.fromkeys(s.stand_in for s, _ in missing if s.stand_in and not s.installed_by))
+                         or None,
+            "met_by": "; ".join(met_by) or None,
         }
         if not missing:
-            return Verdict(PASS, "all %d present" % (len(required) + len(recommended)), details)
+            met = "; %s" % details["met_by"] if details["met_by"] else ""
+            return Verdict(PASS, "all %d present%s" % (len(required) + len(recommended), met), details)
         parts = [p for _, (_, p) in bad_required] + ["%s (optional)" % p for _, (_, p) in told]
         return Verdict(FAIL if bad_required else WARN, "; ".join(parts), details)
 

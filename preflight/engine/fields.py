@@ -14,7 +14,9 @@ from preflight.files.toml_entries import Entry, Table
 
 ENTRY_ID = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$"
 FIX_ID = r"^[a-z][a-z0-9_.-]*$"
-FIX_KEYS = {"id", "title", "steps", "commands"}
+FIX_KEYS = {"id", "title", "steps", "commands", "changes"}
+# What a fix's step changes beyond the job's environment, which later steps of a plan depend on (fix_plan).
+FIX_CHANGES = ("driver",)
 
 
 class EntryReader(Entry):
@@ -80,8 +82,11 @@ def build_fix(reader: EntryReader, fix_id: str, allowed: set) -> Fix:
     if not re.match(FIX_ID, fix_id):
         raise reader.error("fix id %r must be lowercase letters, digits, '-', '_' or '.'" % fix_id)
     reader.check_keys(FIX_KEYS, "a fix")
+    changes = reader.string("changes", default="")
+    if changes and changes not in FIX_CHANGES:
+        raise reader.error("changes = %r: a fix can say it changes %s" % (changes, ", ".join(FIX_CHANGES)))
     fix = Fix(fix_id, reader.string("title", required=True), reader.lines("steps"), reader.lines("commands"),
-              reader.path)
+              reader.path, changes)
     reader.check_placeholders(fix.texts(), allowed, "fix '%s'" % fix_id)
     return fix
 

@@ -21,6 +21,7 @@ class Fix(NamedTuple):
     steps: List[Line]
     commands: List[Line]
     origin: str
+    changes: str = ""  # what doing it changes that later steps depend on: "driver" (it installs another branch)
 
     def texts(self) -> List[str]:
         flat: List[str] = [self.title]

@@ -44,7 +44,8 @@ LOG_VALUES = {
 WHEEL_VALUES = ("index_url", "arch_index_url", "torch_pins", "wheel_cuda", "wheel_torch", "wheel_tag", "wheel_runs",
                 "wheel_note", "no_wheel", "archived_torch", "wheel_basis")
 DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda") + WHEEL_VALUES,
-                       "missing": ("missing_pip", "pip_unknown"), "gpu_sm": WHEEL_VALUES}
+                       "missing": ("missing_pip", "pip_unknown", "companion_pins", "companion_index_url",
+                                   "companion_unpaired"), "gpu_sm": WHEEL_VALUES}
 # What a clue may capture: the run's own values, as templates see them with the run_ prefix.
 CLUE_VALUES = {
     "python": "the run's Python version (YOLO banner)",

@@ -84,7 +84,7 @@ def rule_entry(path: str) -> Dict[str, object]:
     return {
         "id": RULE_ID, "title": "The project's requirements are met (%s)" % os.path.basename(path),
         "severity": "error", "fact": "python.packages", "compare": "present", "required": required,
-        "packages": packages, "message": "{observed}" + note, "pass_message": "all %d met" % len(required) + note,
+        "packages": packages, "message": "{observed}" + note, "pass_message": "{observed}" + note,
         "fix": "python-requirements", "fix_order": 165,
         "why": "The project's own requirements file says which distributions and versions its code needs; what is "
                "missing or excluded fails at the first import, or later where the code uses it.",

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from packaging.version import InvalidVersion, Version
 
-from preflight.knowledge import nvidia
+from preflight.knowledge import nvidia, torch_wheels
 
 
 def _version(text) -> Optional[Version]:
@@ -36,12 +36,6 @@ def torch_build(torch: Dict[str, Any]) -> str:
     return "cpu"
 
 
-def build_tag(version: Optional[str]) -> Optional[str]:
-    """The build a version's local part names: "2.13.0+cpu" -> "cpu", "0.28.0+cu130" -> "cu130"; None without one."""
-    local = str(version or "").partition("+")[2].lower()
-    return local or None
-
-
 def _tag_cuda(tag: Optional[str]) -> Optional[Tuple[int, int]]:
     """"cu130" -> (13, 0), "cu118" -> (11, 8); None for any other tag."""
     digits = (tag or "")[2:]
@@ -50,7 +44,52 @@ def _tag_cuda(tag: Optional[str]) -> Optional[Tuple[int, int]]:
     return int(digits[:-1]), int(digits[-1])
 
 
-def companion_problems(torch: Dict[str, Any], companions: Dict[str, Dict[str, Any]]) -> List[str]:
+def torch_tag(torch: Dict[str, Any]) -> Optional[str]:
+    """The index tag of the installed torch's build (cu130, cpu, rocm6.2), from what its version.py states."""
+    build = torch_build(torch)
+    cuda = nvidia.parse_major_minor(torch.get("cuda"))
+    if build == "cuda" and cuda:
+        return "cu%d%d" % cuda
+    if build == "cpu":
+        return "cpu"
+    return torch_wheels.local_tag(torch.get("version")) if build == "rocm" else None
+
+
+def _required_line(requires_torch: Optional[str]) -> Optional[Tuple[int, int]]:
+    """The torch release line a companion's metadata requires ("==2.13.0" or ">=2.14.0" -> (2, 14))."""
+    match = re.search(r"(\d+)\.(\d+)", requires_torch or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def companion_build(found: Dict[str, Any], platform: Optional[str]) -> Tuple[Optional[str], str]:
+    """(the index tag of a companion's build, how that is known). version.py's local part states it; PyPI's wheels
+    carry none where the files were retagged, and are then the default build of their platform and release
+    (Linux x86_64: the CUDA build the wheel data names; Windows, macOS: CPU). None when neither says."""
+    tag = torch_wheels.local_tag(found.get("version"))
+    if tag:
+        return tag, ""
+    default = torch_wheels.default_build(_required_line(found.get("requires_torch")), platform)
+    if default is None:
+        return None, ""
+    return default, " (no local version tag: PyPI's %s build for %s)" % (
+        "CPU" if default == "cpu" else "CUDA %d.%d" % _tag_cuda(default), platform or "this platform")
+
+
+def installed_builds(torch: Dict[str, Any], companions: Dict[str, Dict[str, Any]],
+                     platform: Optional[str]) -> Tuple[torch_wheels.Installed, ...]:
+    """torch and its companions as installed (public version and build), for the pins that replace them."""
+    found = []
+    if torch.get("installed") and torch.get("version"):
+        found.append(torch_wheels.Installed("torch", str(torch["version"]).split("+")[0], torch_tag(torch)))
+    for name, facts in sorted((companions or {}).items()):
+        if facts.get("version"):
+            found.append(torch_wheels.Installed(name, str(facts["version"]).split("+")[0],
+                                                companion_build(facts, platform)[0]))
+    return tuple(found)
+
+
+def companion_problems(torch: Dict[str, Any], companions: Dict[str, Dict[str, Any]],
+                       platform: Optional[str] = None) -> List[str]:
     """Why torchvision or torchaudio, as installed, cannot load beside the installed torch: built for another torch
     release (their metadata requires one exactly), or for another build (a CUDA build beside a CPU torch fails
     with "operator torchvision::nms does not exist"; CUDA majors must match, as torchvision checks at import)."""
@@ -71,17 +110,18 @@ def companion_problems(torch: Dict[str, Any], companions: Dict[str, Dict[str, An
             problems.append("%s %s requires torch %s, and %s is installed: importing it fails"
                             % (name, version or "?", required, torch_words))
             continue
-        tag = build_tag(version)
+        tag, how = companion_build(found, platform)
         cuda = _tag_cuda(tag)
         if cuda and not torch_cuda:
-            problems.append("%s %s is a CUDA %d.%d build beside %s: importing it fails (\"operator "
-                            "torchvision::nms does not exist\")" % ((name, version) + cuda + (torch_words,)))
+            problems.append("%s %s is a CUDA %d.%d build%s beside %s: importing it fails (\"operator "
+                            "torchvision::nms does not exist\")" % ((name, version) + cuda + (how, torch_words)))
         elif cuda and torch_cuda and cuda[0] != torch_cuda[0]:
-            problems.append("%s %s is built for CUDA %d.%d and %s for CUDA %d.%d: torchvision refuses to load "
-                            "beside another CUDA major release" % ((name, version) + cuda + (torch_words,) + torch_cuda))
+            problems.append("%s %s is built for CUDA %d.%d%s and %s for CUDA %d.%d: torchvision refuses to load "
+                            "beside another CUDA major release" % ((name, version) + cuda + (how, torch_words) + torch_cuda))
         elif tag == "cpu" and torch_cuda:
-            problems.append("%s %s is a CPU build beside %s: its operators (nms, roi_align) do not run on the GPU"
-                            % (name, version, torch_words))
+            operators = "its operators (nms, roi_align) do not run on the GPU" if name == "torchvision" else \
+                "its compiled operators do not run on the GPU"
+            problems.append("%s %s is a CPU build%s beside %s: %s" % (name, version, how, torch_words, operators))
     return problems
 
 

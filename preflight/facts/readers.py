@@ -4,6 +4,8 @@ cannot be known. The table of facts (``registry.REGISTRY``) names these."""
 
 from __future__ import annotations
 
+import shlex
+
 import math
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -66,7 +68,9 @@ def gpu_details(gpu: Optional[Dict[str, Any]]) -> Dict[str, Any]:
 def nvml_status(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     init = facts.section("nvml").get("init") or {}
     error = "%s (%s)" % (init.get("error"), init.get("code")) if init.get("error") else "none"
-    return init.get("status"), {"nvml_error": error, "nvml_message": init.get("message") or ""}
+    binding = init.get("python")  # the interpreter that could not import the binding (preflight's own)
+    return init.get("status"), {"nvml_error": error, "nvml_message": init.get("message") or "",
+                                "nvml_python": shlex.quote(binding) if isinstance(binding, str) and binding else None}
 
 
 def visible_count(facts: SnapshotView, gpu) -> Tuple[int, Dict[str, Any]]:
@@ -95,8 +99,9 @@ def expected_count(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
 
 
 def python_executable(facts: SnapshotView) -> str:
+    """The job's interpreter as a command word (quoted for the shell where its path needs it)."""
     try:
-        return facts.section("python").get("executable") or "python"
+        return shlex.quote(facts.section("python").get("executable") or "python")
     except Unknown:
         return "python"
 
@@ -145,11 +150,13 @@ def wheel(facts: SnapshotView, gpu: Optional[Dict[str, Any]] = None) -> Dict[str
         ccs = [g.get("compute_capability") for g in gpus]
     except Unknown:
         pass
+    installed: Tuple[torch_wheels.Installed, ...] = ()
     try:
         python = facts.section("python").get("version")
+        installed = derived.installed_builds(facts.torch(), companions(facts), platform(facts))
     except Unknown:
         pass
-    return torch_wheels.fix_values(driver_version, driver_cuda, ccs, python, platform(facts))
+    return torch_wheels.fix_values(driver_version, driver_cuda, ccs, python, platform(facts), installed=installed)
 
 
 def torch_build(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
@@ -412,8 +419,18 @@ def _companion_install(facts: SnapshotView, torch: Dict[str, Any], names: List[s
         return details
     details["torch_not_running"] = _torch_not_running(facts, torch)
     if details["torch_not_running"] is None:
-        details.update(torch_wheels.companions_for(torch.get("version"), torch.get("cuda"), names, python))
+        installed = derived.installed_builds(torch, companions(facts), platform(facts))
+        details.update(torch_wheels.companions_for(torch.get("version"), derived.torch_tag(torch), names, python,
+                                                   installed))
     return details
+
+
+def companions(facts: SnapshotView) -> Dict[str, Dict[str, Any]]:
+    """torchvision and torchaudio as the files say they were built; {} where the facts do not say."""
+    try:
+        return facts.section("python").get("torch_companions") or {}
+    except Unknown:
+        return {}
 
 
 # The packages fact's entry for the job's interpreter as PEP 508 markers see it (python_version, sys_platform, ...).
@@ -464,7 +481,7 @@ def torch_companions(facts: SnapshotView, gpu) -> Tuple[List[str], Dict[str, Any
     if companions is None:
         raise Unknown("the facts do not say how torchvision and torchaudio were built (saved by an older preflight)")
     torch = facts.torch()
-    problems = derived.companion_problems(torch, companions)
+    problems = derived.companion_problems(torch, companions, platform(facts))
     details = dict(python_details(facts), companion_names=" and ".join(sorted(companions)) or "none")
     details.update(dict.fromkeys(COMPANION_DETAILS))
     if problems:

@@ -83,7 +83,7 @@ REGISTRY: Dict[str, Fact] = {fact.path: fact for fact in [
     Fact("nvml.init.status", "enum", "outcome of nvmlInit", _NV, read.nvml_status,
          values=("ok", "library_not_found", "driver_not_loaded", "driver_library_mismatch", "no_permission",
                  "gpu_is_lost", "binding_missing", "other"),
-         details=("nvml_error", "nvml_message"), implies=("gpu_node",)),
+         details=("nvml_error", "nvml_message", "nvml_python"), implies=("gpu_node",)),
     _nvml_fact("nvml.driver_version", "version", "NVIDIA driver version (nvmlSystemGetDriverVersion)",
                read.driver_version, details=("branch_advice",)),
     _nvml_fact("nvml.cuda_driver_version", "version",

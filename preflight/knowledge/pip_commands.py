@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from preflight.knowledge import package_index
 
 PINS_FILE = os.path.join("knowledge", "pins.toml")
 # pip install options that take a value (the value is not a requirement).
-_VALUED = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
+VALUED = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-r", "--requirement", "-c", "--constraint",
            "-t", "--target", "--prefix", "--root", "--platform", "--python-version", "--implementation", "--abi",
            "--src", "--upgrade-strategy", "--progress-bar", "--cache-dir", "--log", "--timeout", "--retries",
            "--trusted-host", "--proxy", "--cert", "--client-cert", "--config-settings", "-C", "--global-option",
@@ -64,7 +64,7 @@ class Install:
                 skip = False
                 continue
             if word.startswith("-"):
-                skip = word in _VALUED  # "--index-url=URL" carries its value
+                skip = word in VALUED  # "--index-url=URL" carries its value
                 continue
             self.requirements.append(index)
 
@@ -170,3 +170,85 @@ def _instead(requirement: str, python: str, platform: str) -> str:
     for name, value in (("requirement", requirement), ("python", python), ("pythons", pythons)):
         text = text.replace("{%s}" % name, value)
     return text
+
+
+class Wanted(NamedTuple):
+    """A requirement a fix wants installed: the pip requirement (``'Pillow<10'``), whether it is only recommended
+    (its pin may be left out where no release meeting it has a wheel), and why it is pinned ("" when it is not)."""
+
+    requirement: str
+    optional: bool = False
+    why: str = ""
+
+
+class Line(NamedTuple):
+    """What one fix installs, as pip lines can take it: ``install`` in one transaction, ``no_deps`` (packages whose
+    one requirement is torch) with --no-deps after it, and the reasons for the pins the lines keep, once each."""
+
+    install: List[str]
+    no_deps: List[str]
+    reasons: List[str]
+
+
+def install_line(wanted: Sequence[Wanted], python: Optional[str], platform: Optional[str] = None) -> Line:
+    """The requirements of ``wanted`` merged per distribution (``Pillow`` and ``Pillow<10`` are one ``Pillow<10``;
+    pip would otherwise be given the package twice), for the job's Python where it is known: an optional pin that
+    leaves no release with a wheel for it is dropped with its reason (the package itself is still installed)."""
+    from preflight.knowledge import distributions
+
+    python = short_python(python)
+    platform = platform or package_index.DEFAULT_PLATFORM
+    by_name: Dict[str, List[Wanted]] = {}
+    for item in wanted:
+        by_name.setdefault(package_index.canonical(_name(item.requirement)), []).append(item)
+    install: List[str] = []
+    no_deps: List[str] = []
+    reasons: List[str] = []
+    for items in by_name.values():
+        name = _name(items[0].requirement)
+        kept = _merged(name, items)
+        if python is not None and package_index.installable(kept, python, platform) is None:
+            required = [item for item in items if not item.optional]
+            if required:
+                kept, items = _merged(name, required), required
+        (no_deps if distributions.torch_only(name) else install).append(kept)
+        if _specifier(kept):
+            for item in items:
+                reason = "%s: %s" % (item.requirement, item.why) if item.why and _specifier(item.requirement) else ""
+                if reason and reason not in reasons:
+                    reasons.append(reason)
+    return Line(install, no_deps, reasons)
+
+
+def _specifier(requirement: str) -> str:
+    try:
+        return str(package_index.split_requirement(requirement)[2])
+    except ValueError:
+        return ""
+
+
+def _merged(name: str, items: Sequence[Wanted]) -> str:
+    """``name`` with every specifier of ``items`` (pip requires all of them)."""
+    from packaging.specifiers import SpecifierSet
+
+    combined = SpecifierSet()
+    for item in items:
+        try:
+            combined &= package_index.split_requirement(item.requirement)[2]
+        except ValueError:
+            return item.requirement
+    return name + str(combined)
+
+
+def merge_requirements(requirements: Sequence[str]) -> List[str]:
+    """Requirements for one pip install: each distribution once (and of distributions that install one module,
+    the first named), with every specifier given for it; in the order first named."""
+    from preflight.knowledge import distributions
+
+    groups: Dict[str, Tuple[str, List[Wanted]]] = {}
+    for requirement in requirements:
+        name = _name(requirement)
+        group = distributions.same_module(name)
+        key = "module " + group.module if group else package_index.canonical(name)
+        groups.setdefault(key, (name, []))[1].append(Wanted(requirement))
+    return [_merged(name, items) for name, items in groups.values()]

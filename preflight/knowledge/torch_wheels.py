@@ -16,10 +16,13 @@ import functools
 import os
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from packaging.version import InvalidVersion, Version
+
 from preflight.knowledge import nvidia, package_index
 
-Version = Tuple[int, int]
+Minor = Tuple[int, int]  # a release line as the data lists it: torch 2.14, CUDA 12.6, compute capability 8.6
 INDEX = "https://download.pytorch.org/whl/"
+CPU = "cpu"  # the CPU index, https://download.pytorch.org/whl/cpu: every release, every Python PyPI has
 DATA_FILE = os.path.join("knowledge", "pytorch-wheels.toml")
 
 
@@ -28,18 +31,18 @@ PLATFORM = "linux_x86_64"  # the one platform the data records; fixes for others
 
 class Variant(NamedTuple):
     tag: str  # cu126
-    cuda: Version
-    releases: Tuple[Version, ...]  # the torch minor releases the index holds, as listed in the data
-    archs: Tuple[Tuple[Version, Tuple[Version, ...]], ...]  # (from release, compute capabilities compiled)
+    cuda: Minor
+    releases: Tuple[Minor, ...]  # the torch minor releases the index holds, as listed in the data
+    archs: Tuple[Tuple[Minor, Tuple[Minor, ...]], ...]  # (from release, compute capabilities compiled)
 
-    def archs_for(self, torch: Version) -> Tuple[Version, ...]:
-        chosen: Tuple[Version, ...] = ()
+    def archs_for(self, torch: Minor) -> Tuple[Minor, ...]:
+        chosen: Tuple[Minor, ...] = ()
         for start, archs in self.archs:
             if torch >= start:
                 chosen = archs
         return chosen
 
-    def covers(self, torch: Version, ccs: Sequence[Version]) -> bool:
+    def covers(self, torch: Minor, ccs: Sequence[Minor]) -> bool:
         """Compiled kernels for every GPU: sm_XY runs on X.Z when Z >= Y (same major)."""
         archs = self.archs_for(torch)
         return all(any(arch[0] == cc[0] and arch[1] <= cc[1] for arch in archs) for cc in ccs)
@@ -50,18 +53,19 @@ class Variant(NamedTuple):
 
 
 class Release(NamedTuple):
-    torch: Version
+    torch: Minor
     torchvision: Optional[str]  # "0.29"; None while no torchvision is released for it
-    pythons: Tuple[Version, ...]  # CPython versions with Linux x86_64 wheels
+    pythons: Tuple[Minor, ...]  # CPython versions with Linux x86_64 wheels
+    pypi_cuda: Optional[Minor] = None  # the CUDA of PyPI's own Linux x86_64 wheels of this release
 
 
 class Archived(NamedTuple):
     """The newest build for an old CUDA release that no index holds any more (pytorch.org's previous versions)."""
 
-    cuda: Version
+    cuda: Minor
     torch: str  # 1.8.1+cu101
     torchvision: str
-    pythons: Tuple[Version, ...]
+    pythons: Tuple[Minor, ...]
     find_links: str  # "": PyPI's own wheels
 
     @property
@@ -71,16 +75,16 @@ class Archived(NamedTuple):
 
 
 class Catalog(NamedTuple):
-    releases: Dict[Version, Release]
+    releases: Dict[Minor, Release]
     variants: Tuple[Variant, ...]
     archived: Tuple[Archived, ...] = ()
 
     @property
-    def pythons(self) -> Dict[Version, Tuple[Version, Version]]:
+    def pythons(self) -> Dict[Minor, Tuple[Minor, Minor]]:
         """torch minor -> (oldest, newest Python with wheels)."""
         return {torch: (release.pythons[0], release.pythons[-1]) for torch, release in self.releases.items()}
 
-    def installable(self, variant: Variant, python: Optional[Version]) -> List[Version]:
+    def installable(self, variant: Variant, python: Optional[Minor]) -> List[Minor]:
         """The torch minor releases ``variant``'s index has for this Python (all, when it is unknown) that can be
         pinned: a torchvision was released for them, with a wheel for this Python too (torchvision's Pythons are
         its own: 0.20 has no wheel for 3.13, though torch 2.5 has)."""
@@ -89,16 +93,16 @@ class Catalog(NamedTuple):
                 and (python is None or (python in self.releases[torch].pythons
                                         and companion_release("torchvision", torch, python) is not None))]
 
-    def releases_of(self, variant: Variant, python: Optional[Version]) -> List[Version]:
+    def releases_of(self, variant: Variant, python: Optional[Minor]) -> List[Minor]:
         """Every torch minor release the index holds for this Python, with a torchvision or not."""
         return [torch for torch in variant.releases if python is None or python in self.releases[torch].pythons]
 
 
 class Choice(NamedTuple):
-    """A torch to install: ``pins`` for pip and the index that holds them."""
+    """A torch to install: the index that holds it, the release line, and the torchvision built for it."""
 
     variant: Variant
-    torch: Version
+    torch: Minor
     torchvision: str
     runs: str  # "fully", or "minor_version_compat" (a newer CUDA 12.x/13.x than the driver's, reduced features)
     notes: Tuple[str, ...]
@@ -111,16 +115,73 @@ class Choice(NamedTuple):
     def torch_text(self) -> str:
         return "%d.%d" % self.torch
 
-    @property
-    def pins(self) -> str:
-        """``'torch==2.14.*' 'torchvision==0.29.*'``: the pair the data lists for this release."""
-        return pair_pins(self.torch, self.torchvision)
+    def pins(self, installed: Sequence["Installed"] = (), python: Optional[Minor] = None) -> str:
+        """The pair (and torchaudio where it is installed) as pip requirements for this index: see ``pins``."""
+        wanted = {"torch": self.torch_text, "torchvision": self.torchvision}
+        for package in installed:
+            if package.name == "torchaudio":
+                release = companion_release("torchaudio", self.torch, python)
+                if release is not None:
+                    wanted["torchaudio"] = release
+        return pins(wanted, self.variant.tag, installed)
 
 
-def pair_pins(torch: Version, torchvision: str) -> str:
+class Installed(NamedTuple):
+    """torch, torchvision or torchaudio as installed: its public version and its build (the index tag it is: cpu,
+    cu130, rocm6.2; None when the files do not say and the platform's default is not known)."""
+
+    name: str
+    version: str
+    build: Optional[str]
+
+
+def pins(wanted: Dict[str, str], tag: str, installed: Sequence[Installed] = ()) -> str:
+    """``{"torch": "2.14", "torchvision": "0.29"}`` as requirements for index ``tag``: each release line as
+    ``'torch==2.14.*'`` (pip takes the newest patch the index holds), except for a package installed in that line
+    as another build: a requirement its public version meets would leave it in place ("already satisfied"), so it
+    is pinned to that version with the index's tag (``'torch==2.14.1+cu126'``), which only the new build meets. No
+    uninstall is ever needed: pip resolves and downloads everything before it replaces anything."""
+    have = {package.name: package for package in installed}
+    words = []
+    for name, line in wanted.items():
+        package = have.get(name)
+        if package is not None and package.build != tag and _in_line(package.version, line):
+            words.append("'%s==%s+%s'" % (name, package.version, tag))
+        else:
+            words.append("'%s==%s.*'" % (name, line))
+    return " ".join(words)
+
+
+def _in_line(version: str, line: str) -> bool:
+    """Whether public version ``version`` (2.14.1) is a release of line ``line`` (2.14)."""
+    try:
+        return Version(version).release[:2] == Version(line).release[:2]
+    except InvalidVersion:
+        return False
+
+
+def pair_pins(torch: Minor, torchvision: str) -> str:
     """``'torch==2.14.*' 'torchvision==0.29.*'``: a torch minor release and the torchvision built for it, as pip
-    requirements (any patch release of each)."""
-    return "'torch==%d.%d.*' 'torchvision==%s.*'" % (torch + (torchvision,))
+    requirements (any patch release of each), for an index none of them is installed from."""
+    return pins({"torch": "%d.%d" % torch, "torchvision": torchvision}, "")
+
+
+def local_tag(version: Optional[str]) -> Optional[str]:
+    """The build a version's local part names: "2.13.0+cpu" -> "cpu", "0.28.0+cu130" -> "cu130"; None without one."""
+    local = str(version or "").partition("+")[2].lower()
+    return local or None
+
+
+def default_build(torch: Optional[Minor], platform: Optional[str]) -> Optional[str]:
+    """The build of a torch release's wheels on PyPI, which carry no local version tag: on Linux x86_64 the CUDA
+    build the data names for that release (cu130 for 2.13), on Windows and macOS the CPU build; None where that is
+    not known (another platform, a release the data does not list)."""
+    if platform in ("windows", "darwin") or (platform or "").startswith("darwin"):
+        return CPU
+    if platform not in (None, PLATFORM) or torch is None:
+        return None
+    release = catalog().releases.get(torch)
+    return "cu%d%d" % release.pypi_cuda if release is not None and release.pypi_cuda else None
 
 
 class NoChoice(NamedTuple):
@@ -140,7 +201,7 @@ def catalog() -> Catalog:
     return _catalog
 
 
-def _version(text: Any) -> Version:
+def _version(text: Any) -> Minor:
     parsed = nvidia.parse_major_minor(text)
     if parsed is None:
         raise ValueError("%r is not a version" % (text,))
@@ -155,7 +216,8 @@ def _load() -> Catalog:
     for entry in data["release"]:
         torch = _version(entry["torch"])
         torchvision = entry["torchvision"] if entry["torchvision"] != "none" else None
-        releases[torch] = Release(torch, torchvision, tuple(_version(p) for p in entry["python"][PLATFORM]))
+        releases[torch] = Release(torch, torchvision, tuple(_version(p) for p in entry["python"][PLATFORM]),
+                                  _version(entry["pypi_cuda"]))
     variants = tuple(
         Variant(v["tag"], _version(v["cuda"]), tuple(_version(t) for t in v["torch"]),
                 tuple((_version(a["from"]), tuple(_version(cc) for cc in a["sm"])) for a in v["archs"]))
@@ -166,7 +228,7 @@ def _load() -> Catalog:
     return Catalog(releases, variants, archived)
 
 
-def driver_runs(variant: Variant, driver_version: Optional[str], driver_cuda: Optional[Version]) -> Optional[str]:
+def driver_runs(variant: Variant, driver_version: Optional[str], driver_cuda: Optional[Minor]) -> Optional[str]:
     """"fully", "minor_version_compat" or None: whether a driver runs wheels built for ``variant.cuda``."""
     if driver_cuda is None:
         return None
@@ -179,15 +241,16 @@ def driver_runs(variant: Variant, driver_version: Optional[str], driver_cuda: Op
 
 
 def _at_least(version: str, floor: str) -> bool:
-    def parts(text: str) -> Tuple[int, ...]:
-        return tuple(int(p) for p in text.split(".") if p.isdigit())
-    return parts(version) >= parts(floor)
+    try:
+        return Version(version) >= Version(floor)
+    except InvalidVersion:
+        return False
 
 
 CURRENT_DRIVER = ("580.65.06", (13, 0))  # a current branch (R580): what "upgrade the driver" gives
 
 
-def _span(pythons: Sequence[Version]) -> str:
+def _span(pythons: Sequence[Minor]) -> str:
     return "%d.%d to %d.%d" % (pythons[0] + pythons[-1]) if len(pythons) > 1 else "%d.%d" % pythons[0]
 
 
@@ -236,10 +299,10 @@ def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Seque
     return Choice(variant, torch, data.releases[torch].torchvision, runs, tuple(notes))
 
 
-def _search(data: Catalog, driver_version: Optional[str], have: Version, gpus: List[Version],
-            python: Optional[Version]) -> Optional[Tuple[Variant, Version, str]]:
+def _search(data: Catalog, driver_version: Optional[str], have: Minor, gpus: List[Minor],
+            python: Optional[Minor]) -> Optional[Tuple[Variant, Minor, str]]:
     """(variant, torch, how the driver runs it): the newest torch first, then full support, then the newer CUDA."""
-    best: Optional[Tuple[Tuple[Version, int, Version], Tuple[Variant, Version, str]]] = None
+    best: Optional[Tuple[Tuple[Minor, int, Minor], Tuple[Variant, Minor, str]]] = None
     for variant in data.variants:
         runs = driver_runs(variant, driver_version, have)
         if runs is None:
@@ -253,8 +316,8 @@ def _search(data: Catalog, driver_version: Optional[str], have: Version, gpus: L
     return best[1] if best else None
 
 
-def _nothing(data: Catalog, driver_version: Optional[str], have: Version, gpus: List[Version],
-             python: Optional[Version], newer_driver, any_python) -> NoChoice:
+def _nothing(data: Catalog, driver_version: Optional[str], have: Minor, gpus: List[Minor],
+             python: Optional[Minor], newer_driver, any_python) -> NoChoice:
     """Why no wheel runs, and the way out that would make one run."""
     shown = ("driver %s (CUDA %d.%d)" % ((driver_version,) + have) if driver_version
              else "a driver that supports CUDA %d.%d at most" % have)
@@ -288,9 +351,12 @@ def pythons_text() -> str:
     return _span(data.releases[newest].pythons)
 
 
-def available(tag: str, torch: Optional[Version], python: Optional[Version]) -> bool:
+def available(tag: str, torch: Optional[Minor], python: Optional[Minor]) -> bool:
     """Whether index ``tag`` holds torch ``torch`` (a minor release; None: any) for ``python`` (None: any)."""
     data = catalog()
+    if tag == CPU:
+        return any(python is None or python in release.pythons
+                   for minor, release in data.releases.items() if torch is None or minor == torch)
     for variant in data.variants:
         if variant.tag == tag:
             releases = data.releases_of(variant, python)
@@ -298,13 +364,13 @@ def available(tag: str, torch: Optional[Version], python: Optional[Version]) -> 
     return False
 
 
-def torchvision_for(torch: Version) -> Optional[str]:
+def torchvision_for(torch: Minor) -> Optional[str]:
     """The torchvision minor release built for a torch minor release; None when none is released (yet)."""
     release = catalog().releases.get(torch)
     return release.torchvision if release else None
 
 
-def companion_release(name: str, torch: Version, python: Optional[Version]) -> Optional[str]:
+def companion_release(name: str, torch: Minor, python: Optional[Minor]) -> Optional[str]:
     """The minor release of companion ``name`` (torchvision, torchaudio) built for torch minor release ``torch``
     that has a Linux x86_64 wheel for ``python`` (any when unknown), from the data: torchvision's pairing from the
     wheel data, torchaudio's from the torch its releases require on PyPI. None when there is none."""
@@ -325,28 +391,29 @@ def companion_release(name: str, torch: Version, python: Optional[Version]) -> O
     return None
 
 
-def companions_for(torch_version: Optional[str], torch_cuda: Optional[str], names: Sequence[str],
-                   python: Optional[str] = None) -> Dict[str, Optional[str]]:
-    """What installs companions ``names`` (torchvision, torchaudio) built for an installed CUDA torch
-    (``2.11.0+cu130``, CUDA ``13.0``): {companion_pins, companion_index_url} from the torch's own index, or
-    {companion_unpaired} saying why no command can be given. torch is pinned beside them to its installed minor
-    release, which the installed build meets: pip keeps that torch, and cannot resolve a companion built for another."""
+def companions_for(torch_version: Optional[str], torch_build: Optional[str], names: Sequence[str],
+                   python: Optional[str] = None, installed: Sequence[Installed] = ()) -> Dict[str, Optional[str]]:
+    """What installs companions ``names`` (torchvision, torchaudio) built for the installed torch (``2.13.0+cpu``
+    of build ``cpu``, or ``2.11.0+cu130`` of ``cu130``): {companion_pins, companion_index_url} from that torch's own
+    index, or {companion_unpaired} saying why no command can be given. torch is pinned beside them to its installed
+    release and build, which it meets: pip keeps that torch, and cannot resolve a companion built for another; a
+    companion installed as another build of the right release is pinned with the index's tag (``pins``)."""
     torch = nvidia.parse_major_minor((torch_version or "").split("+")[0])
-    cuda = nvidia.parse_major_minor(torch_cuda)
     py = nvidia.parse_major_minor(python)
-    tag = "cu%d%d" % cuda if cuda else None
-    pins = []
+    tag = torch_build if torch_build == CPU or (torch_build or "").startswith("cu") else None
+    wanted: Dict[str, str] = {}
     missing = []
     if torch and tag and available(tag, torch, py):
-        pins.append("'torch==%d.%d.*'" % torch)
+        wanted["torch"] = "%d.%d" % torch
         for name in names:
             release = companion_release(name, torch, py)
             if release is None:
                 missing.append(name)
             else:
-                pins.append("'%s==%s.*'" % (name, release))
-    if pins and not missing:
-        return {"companion_pins": " ".join(pins), "companion_index_url": INDEX + tag, "companion_unpaired": None}
+                wanted[name] = release
+    if wanted and not missing:
+        return {"companion_pins": pins(wanted, tag, installed), "companion_index_url": INDEX + tag,
+                "companion_unpaired": None}
     elsewhere = []  # the release built for this torch, on Pythons other than this one
     for name in missing:
         release = companion_release(name, torch, None) if torch else None
@@ -356,10 +423,10 @@ def companions_for(torch_version: Optional[str], torch_cuda: Optional[str], name
     return {"companion_pins": None, "companion_index_url": None,
             "companion_unpaired": "; ".join(elsewhere) + ": use one of those Pythons, or a newer torch with its "
                                   "pair" if elsewhere else
-                                  "preflight's wheel data holds no %s for torch %s (CUDA %s) with a wheel for %s: "
+                                  "preflight's wheel data holds no %s for torch %s (%s build) with a wheel for %s: "
                                   "install the release PyTorch pairs with it "
                                   "(https://pytorch.org/get-started/previous-versions/)"
-                                  % (" and ".join(missing or names), torch_version or "?", torch_cuda or "?",
+                                  % (" and ".join(missing or names), torch_version or "?", torch_build or "unknown",
                                      "Python %s" % python if python else "this Python")}
 
 
@@ -382,19 +449,22 @@ UNKNOWN_DRIVER = (nvidia.MINOR_VERSION_COMPAT_DRIVER[12], (12, 0))
 
 def fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Sequence[Optional[str]] = (),
                python: Optional[str] = None, platform: Optional[str] = None,
-               run_cuda: Optional[str] = None) -> Dict[str, Optional[str]]:
+               run_cuda: Optional[str] = None, installed: Sequence[Installed] = ()) -> Dict[str, Optional[str]]:
     """See ``_fix_values``; a fresh dict each time, so a caller may change its copy."""
-    return dict(_fix_values(driver_version, driver_cuda, tuple(ccs), python, platform, run_cuda))
+    return dict(_fix_values(driver_version, driver_cuda, tuple(ccs), python, platform, run_cuda, tuple(installed)))
 
 
 @functools.lru_cache(maxsize=1024)  # a pure function of the wheel data: a fleet asks it once per kind of node
 def _fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Tuple[Optional[str], ...],
-                python: Optional[str], platform: Optional[str], run_cuda: Optional[str]) -> Dict[str, Optional[str]]:
+                python: Optional[str], platform: Optional[str], run_cuda: Optional[str],
+                installed: Tuple[Installed, ...]) -> Dict[str, Optional[str]]:
     """The values fixes use to name a torch to install ({torch_pins}, {index_url}, {wheel_basis}, ...), or, when
     nothing can run here, {no_wheel} with the way out and None for the rest (so no fix names an index that cannot
     work). The driver decides the build: with no driver known, the CUDA a run's own torch was built for
     (``run_cuda``: that driver ran it) stands in for it, else the oldest driver a current build runs on; the fix
-    then names the driver each build needs instead of assuming one."""
+    then names the driver each build needs instead of assuming one. ``installed``: torch and its companions as
+    they are (a torchaudio there is replaced with the pair; one of the chosen release but another build is pinned
+    with the index's tag, so that pip replaces it)."""
     cuda = nvidia.parse_major_minor(driver_cuda)
     if driver_version is None and cuda in nvidia.CUDA_MIN_DRIVER:
         # Only the CUDA version is known (a log's "found version 11040"): the oldest driver that reports it.
@@ -434,7 +504,7 @@ def _fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: 
                             newest.variant.tag))
     return {
         "no_wheel": None, "archived_torch": None, "index_url": found.index_url, "arch_index_url": found.index_url,
-        "torch_pins": found.pins, "wheel_cuda": "%d.%d" % found.variant.cuda, "wheel_torch": found.torch_text,
+        "torch_pins": found.pins(installed, nvidia.parse_major_minor(python)), "wheel_cuda": "%d.%d" % found.variant.cuda, "wheel_torch": found.torch_text,
         "wheel_tag": found.variant.tag, "wheel_basis": basis,
         "wheel_runs": "fully" if found.runs == "fully" else "under minor-version compatibility",
         "wheel_note": "; ".join(notes) + "." if notes else None,

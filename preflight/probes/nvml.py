@@ -13,6 +13,7 @@ rest of the GPU is still read.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from typing import Any, Dict, List, Optional
 
@@ -125,6 +126,7 @@ def pci_gpus(folder: str = "/sys/bus/pci/devices") -> List[str]:
 
 def binding_missing(reason: str) -> Dict[str, Any]:
     failed = _init_failed("binding_missing", "ImportError", None, "cannot import pynvml (nvidia-ml-py): %s" % reason)
+    failed["init"]["python"] = sys.executable  # the interpreter whose environment lacks it: where to install it
     failed["device_files"] = device_files()
     return failed
 

@@ -140,3 +140,32 @@ def _kill_group(child: subprocess.Popen) -> None:
             child.kill()
     except OSError:
         pass
+
+
+def run_logged(argv: List[str], timeout: float, log, env: Optional[dict] = None) -> int:
+    """Run ``argv`` with its standard output and error going to ``log`` (an open binary file), its own process
+    group, and a deadline: its exit status, or CommandTimeout (the group killed), CommandFailed if it cannot start.
+    For a long helper whose output is kept for the user (pip), not read by preflight."""
+    deadline = time.monotonic() + timeout
+    with _lock:
+        if _closed:
+            raise CommandFailed("preflight is exiting")
+        try:
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=(os.name == "posix"))
+        except OSError as exc:
+            raise CommandFailed("cannot run %s: %s" % (argv[0], exc.strerror or exc))
+        _running[child.pid] = child
+    try:
+        try:
+            return child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise CommandTimeout(timeout)
+    finally:
+        _kill_group(child)  # what it left behind in its group
+        try:
+            child.wait(1)
+        except subprocess.TimeoutExpired:
+            pass
+        with _lock:
+            _running.pop(child.pid, None)

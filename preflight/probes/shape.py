@@ -53,7 +53,7 @@ GPU = {
 }
 NVML = {
     "?": True,
-    "init": {"!": ("status",), "status": "str", "error": "str?", "code": "int?", "message": "str?"},
+    "init": {"!": ("status",), "status": "str", "error": "str?", "code": "int?", "message": "str?", "python": "str?"},
     "driver_version": "str?", "cuda_driver_version": "str?", "device_count": "int?",
     "gpus": [GPU],
     "errors": {"*": "str"},

@@ -56,6 +56,10 @@ RENDERERS: Dict[str, Dict[str, Tuple[str, Tuple[str, ...]]]] = {
         "json": ("preflight.render.formats:as_json", ()),
         "markdown": ("preflight.render.rules_doc:markdown", ()),
     },
+    "fix": {  # preflight fix: the plan, what ran, what changed
+        "text": ("preflight.render.fix_text:render", ()),
+        "json": ("preflight.render.formats:as_json", ()),
+    },
     "config": {
         "text": ("preflight.render.config_text:render", ()),
         "json": ("preflight.render.formats:as_json", ()),

@@ -8,7 +8,8 @@ from typing import List, NamedTuple, Tuple
 from preflight import __version__
 from preflight.engine.evaluate import Result
 from preflight.render.blocks import COLORS, LABELS, fix_lines, paint, width, wrap
-from preflight.report import Report, blocks
+from preflight.fix_plan import FixPlan
+from preflight.report import Report
 
 
 class Line(NamedTuple):
@@ -57,32 +58,27 @@ def collapsed(results: List[Result]) -> List[Line]:
     return lines
 
 
-def fix_first(results: List[Result], strict: bool = False) -> List[str]:
-    """The blocking results' fixes, once each, in the order to do them, with what one fix answers merged in.
-
-    The order and what answers what are the rules' own (``fix_order``, ``answers`` in their files): the driver
-    before torch's CUDA build, torch before its kernels; one action, one line.
-    """
-    blocking = [r for r in results if r.fix and blocks(r.status, r.severity, strict)]
-    failing = {r.id for r in blocking}
-    answered_by = {answered: r.id for r in blocking for answered in r.rule.rule.answers}
-    items: List[Tuple[Tuple[int, int], str, List[str]]] = []  # (order, fix title, what it answers)
-    by_title = {}
-    for position, result in enumerate(blocking):
-        if answered_by.get(result.id) in failing:
-            continue  # told with the fix that answers it
-        title = result.fix["title"]
-        where = result.id if result.subject == "system" else "%s on %s" % (result.id, result.subject)
-        if title in by_title:
-            by_title[title][2].append(where)
-            continue
-        order = (result.rule.rule.fix_order, position)
-        answered = [rule for rule in result.rule.rule.answers if rule in failing]
-        item = (order, title, [where] + answered)
-        by_title[title] = item
-        items.append(item)
-    return ["%d. %s (%s)" % (number, title, ", ".join(where))
-            for number, (_, title, where) in enumerate(sorted(items, key=lambda item: item[0]), 1)]
+def plan_lines(plan: FixPlan, columns: int, footer: bool = True) -> List[str]:
+    """"Fix first": the plan's steps in order, each with the pip commands preflight fix runs for it (the other
+    commands are in the fixes above), and who does what."""
+    if not plan.steps:
+        return []
+    lines = ["", "Fix first, in this order:"]
+    for step in plan.steps:
+        lines += wrap("%d. %s (%s)" % (step.number, step.title, ", ".join(step.where)), columns, "  ", "     ")
+        for command in step.run:
+            lines.append("     $ " + command)
+        for note in step.notes:
+            lines += wrap(note, columns, "     ", "     ")
+    pip = [str(step.number) for step in plan.pip_steps]
+    if pip and footer:
+        yours = [str(step.number) for step in plan.yours]
+        lines += wrap("preflight fix, with these options, runs step%s %s (pip, into %s) and checks again%s." % (
+            "s" if len(pip) > 1 else "", ", ".join(pip), plan.interpreter,
+            "; step%s %s %s yours" % ("s" if len(yours) > 1 else "", ", ".join(yours),
+                                      "are" if len(yours) > 1 else "is") if yours else ""),
+            columns, "  ", "  ")
+    return lines
 
 
 def render(report: Report, quiet: bool = False, color: bool = False, show_exit: bool = True,
@@ -113,11 +109,8 @@ def render(report: Report, quiet: bool = False, color: bool = False, show_exit: 
             lines.extend(fix_lines(result.fix, " " * 7, columns=columns))
     counts = report.counts()
     verdict = paint("OK", COLORS["pass"], color) if report.ok else paint("FAILED", COLORS["fail"], color)
-    first = fix_first(report.results, report.strict) if not report.ok else []
-    if first:
-        lines += ["", "Fix first, in this order:"]
-        for item in first:
-            lines += wrap(item, columns, "  ", "     ")
+    if not report.ok:
+        lines += plan_lines(report.plan, columns)
     if lines and not quiet:
         lines.append("")
     for note in report.notes:
