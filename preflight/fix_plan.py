@@ -179,14 +179,23 @@ def interpreter_of(snapshot: Dict[str, Any]) -> Optional[str]:
 
 
 class _Transactions:
-    """The pip commands of the plan's steps, merged into transactions for one interpreter."""
+    """The pip commands of the plan's steps for one interpreter, merged into transactions, and where each runs:
+
+    - ``early``: requirements from PyPI the package knowledge covers (none of them needs torch): one transaction at
+      the first step that has any, before any torch line, so that a torch line finds them installed and leaves them
+      as the plan pinned them (torchvision would otherwise take the newest numpy);
+    - each PyTorch index's line, once, at its own step;
+    - ``late``: requirements the knowledge does not cover (their own requirements are unknown: one may need torch),
+      after every torch line, so that pip finds the plan's torch there;
+    - ``no_deps``: packages whose one requirement is torch, with --no-deps, last.
+    """
 
     def __init__(self, interpreter: Optional[str]) -> None:
         self.interpreter = interpreter
-        self.pypi: Optional[Tuple[int, List[str]]] = None  # (first step, requirements)
-        self.no_deps: Optional[Tuple[int, List[str]]] = None
+        self.early: List[Tuple[int, str]] = []  # (step, requirement)
+        self.late: List[Tuple[int, str]] = []
+        self.no_deps: List[Tuple[int, str]] = []
         self.indexes: List[Tuple[int, str]] = []  # (step, command) for each PyTorch-index line, once
-        self.merged: Dict[int, int] = {}  # step -> the step whose transaction installs its requirements
 
     def add(self, step: int, command: str) -> None:
         words = self._pip_install(command)
@@ -198,18 +207,17 @@ class _Transactions:
             if command not in [c for _, c in self.indexes]:
                 self.indexes.append((step, command))
             return
-        slot = "no_deps" if options == ["--no-deps"] else "pypi"
-        current = getattr(self, slot)
-        if current is None:
-            setattr(self, slot, (step, requirements))
-        else:
-            current[1].extend(requirements)
-            if current[0] != step:
-                self.merged.setdefault(step, current[0])
+        for requirement in requirements:
+            if options == ["--no-deps"]:
+                self.no_deps.append((step, requirement))
+            elif pip_commands.known_without_torch(requirement):
+                self.early.append((step, requirement))
+            else:
+                self.late.append((step, requirement))
 
     def _pip_install(self, command: str) -> Optional[List[str]]:
-        """The words after ``install`` of ``<interpreter> -m pip install ...`` (one command, no shell operators);
-        None for anything else."""
+        """The words after ``install`` of ``<interpreter> -m pip install ...`` (one command, no shell operators, an
+        option's value joined to it); None for anything else."""
         if self.interpreter is None or "  #" in command:
             return None
         try:
@@ -220,11 +228,11 @@ class _Transactions:
                 any(w in ("&&", "||", ";", "|") for w in words):
             return None
         rest = words[4:]
-        for index, word in enumerate(rest):  # values of options that take one stay with them
+        for index, word in enumerate(rest):
             if word in pip_commands.VALUED and index + 1 < len(rest):
                 rest[index] = "%s=%s" % (word, rest[index + 1])
-                rest[index + 1] = "-"
-        return [w for w in rest if w != "-"]
+                rest[index + 1] = ""
+        return [w for w in rest if w]
 
     def _command(self, requirements: List[str], options: Sequence[str] = ()) -> str:
         merged = pip_commands.merge_requirements(requirements)
@@ -233,20 +241,36 @@ class _Transactions:
 
     def place(self, steps: List[Step]) -> List[Step]:
         runs: Dict[int, List[str]] = {}
-        for step, command in self.indexes:
-            runs.setdefault(step, []).append(command)
-        if self.pypi is not None:
-            runs.setdefault(self.pypi[0], []).append(self._command(self.pypi[1]))
-        if self.no_deps is not None:
-            runs.setdefault(self.no_deps[0], []).append(self._command(self.no_deps[1], ["--no-deps"]))
+        installed_in: Dict[int, List[Tuple[int, str]]] = {}  # step -> (the step installing its packages, why there)
+        last_index = max([step for step, _ in self.indexes] + [0])
+        at = 0
+        for part, options, after, why in (
+                (self.early, (), 0, "one transaction"), (None, (), 0, ""),
+                (self.late, (), last_index, "after torch: what they need is not known here, and pip would take "
+                                            "torch from PyPI for one that needs it"),
+                (self.no_deps, ("--no-deps",), last_index, "with --no-deps, after torch: torch is their one "
+                                                           "requirement")):
+            if part is None:  # the PyTorch index lines, each at its own step
+                for step, command in self.indexes:
+                    runs.setdefault(step, []).append(command)
+                continue
+            if not part:
+                continue
+            at = max(part[0][0], after, at if options else 0)
+            runs.setdefault(at, []).append(self._command([r for _, r in part], options))
+            for step, _ in part:
+                if step != at and (at, why) not in installed_in.setdefault(step, []):
+                    installed_in[step].append((at, why))
         placed = []
         for step in steps:
-            run = runs.get(step.number, [])
-            merged_into = self.merged.get(step.number) if not run else None
             notes = list(step.notes)
-            if merged_into is not None:
-                notes.append("its packages are in step %d's pip install (one transaction)" % merged_into)
-            placed.append(step._replace(run=run, installed_by=merged_into, notes=notes))
+            targets = installed_in.get(step.number, [])
+            own = runs.get(step.number, [])
+            for target, why in targets:
+                notes.append("%s packages are in step %d's pip install (%s)" % (
+                    "its" if len(targets) == 1 and not own else "some of its", target, why))
+            placed.append(step._replace(run=own, installed_by=targets[0][0] if targets and not own else None,
+                                        notes=notes))
         return placed
 
 
@@ -258,14 +282,14 @@ def _after_driver(step: Step, driver_step: int, driver: Driver) -> Step:
     from preflight.knowledge import torch_wheels
 
     tag = index.rstrip("/").rpartition("/")[2]
-    note = ("its pins are for driver %s as it is now (so they run before step %d), and keep running after step %d "
-            "installs a newer driver" % (driver.version, driver_step, driver_step))
+    note = ("the torch here is chosen for the driver as it is now (%s): it runs before step %d and keeps running "
+            "after it" % (driver.version, driver_step))
     newer = torch_wheels.choose(torch_wheels.CURRENT_DRIVER[0], "%d.%d" % torch_wheels.CURRENT_DRIVER[1],
                                 driver.ccs, driver.python, driver.platform)
     if isinstance(newer, torch_wheels.Choice) and newer.variant.tag != tag:
-        note += "; with driver %s or newer, torch %s from %s is the newer build: run preflight check again after " \
-                "step %d to see its command" % (torch_wheels.CURRENT_DRIVER[0].split(".")[0], newer.torch_text,
-                                                newer.variant.tag, driver_step)
+        note += "; with driver %s or newer, torch %s from %s is newer: check again after step %d to see its " \
+                "command" % (torch_wheels.CURRENT_DRIVER[0].split(".")[0], newer.torch_text, newer.variant.tag,
+                             driver_step)
     return step._replace(notes=step.notes + [note])
 
 

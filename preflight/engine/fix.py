@@ -40,7 +40,9 @@ class Fix(NamedTuple):
 
             commands, more = review(commands, values.get("python_version"), values.get("platform"))
             steps += [step for number, step in enumerate(more) if step not in more[:number] and step not in steps]
-        return {"title": template.render(title, title_words or {}), "steps": steps, "commands": commands}
+        # Alternatives and the review's additions can say one thing twice: each once, in order.
+        return {"title": template.render(title, title_words or {}), "steps": list(dict.fromkeys(steps)),
+                "commands": list(dict.fromkeys(commands))}
 
 
 def _render_lines(lines: List[Line], values: Dict[str, Any]) -> List[str]:

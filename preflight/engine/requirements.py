@@ -85,7 +85,7 @@ def rule_entry(path: str) -> Dict[str, object]:
         "id": RULE_ID, "title": "The project's requirements are met (%s)" % os.path.basename(path),
         "severity": "error", "fact": "python.packages", "compare": "present", "required": required,
         "packages": packages, "message": "{observed}" + note, "pass_message": "{observed}" + note,
-        "fix": "python-requirements", "fix_order": 165,
+        "fix": "python-requirements", "fix_order": 117,
         "why": "The project's own requirements file says which distributions and versions its code needs; what is "
                "missing or excluded fails at the first import, or later where the code uses it.",
         "source": "%s (PEP 508 requirements, as pip reads them: https://pip.pypa.io/en/stable/reference/"

@@ -15,6 +15,8 @@ import os
 import shlex
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from packaging.version import Version
+
 from preflight.knowledge import package_index
 
 PINS_FILE = os.path.join("knowledge", "pins.toml")
@@ -228,15 +230,26 @@ def _specifier(requirement: str) -> str:
 
 
 def _merged(name: str, items: Sequence[Wanted]) -> str:
-    """``name`` with every specifier of ``items`` (pip requires all of them)."""
-    from packaging.specifiers import SpecifierSet
+    """``name`` with every specifier of ``items`` (pip requires all of them), a bound that another of the same
+    direction implies left out (``numpy<2`` and ``numpy<2.4`` are ``numpy<2``)."""
+    from packaging.specifiers import Specifier, SpecifierSet
 
-    combined = SpecifierSet()
+    kept: Dict[str, Specifier] = {}
+    others = []
     for item in items:
         try:
-            combined &= package_index.split_requirement(item.requirement)[2]
+            specifiers = package_index.split_requirement(item.requirement)[2]
         except ValueError:
             return item.requirement
+        for specifier in specifiers:
+            tightest = {"<": min, "<=": min, ">": max, ">=": max}.get(specifier.operator)
+            if tightest is None or "*" in specifier.version or "+" in specifier.version:
+                others.append(specifier)
+                continue
+            held = kept.get(specifier.operator)
+            kept[specifier.operator] = specifier if held is None else \
+                tightest(held, specifier, key=lambda s: Version(s.version))
+    combined = SpecifierSet(",".join(str(s) for s in list(kept.values()) + others))
     return name + str(combined)
 
 
@@ -252,3 +265,16 @@ def merge_requirements(requirements: Sequence[str]) -> List[str]:
         key = "module " + group.module if group else package_index.canonical(name)
         groups.setdefault(key, (name, []))[1].append(Wanted(requirement))
     return [_merged(name, items) for name, items in groups.values()]
+
+
+TORCH_BUILDS = ("torch", "torchvision", "torchaudio")
+
+
+def known_without_torch(requirement: str) -> bool:
+    """Whether pip can install ``requirement`` from PyPI without pulling torch: a distribution the package knowledge
+    covers that is not torch, one of its companions, or one whose one requirement is torch."""
+    from preflight.knowledge import distributions
+
+    name = _name(requirement)
+    return package_index.known(name) and package_index.canonical(name) not in TORCH_BUILDS \
+        and not distributions.torch_only(name)

@@ -13,6 +13,11 @@ def render(outcome: Outcome, columns: int = 0) -> str:
     columns = columns or width()
     lines: List[str] = ["preflight fix: %s" % outcome.interpreter]
     lines += plan_lines(outcome.plan, columns, footer=False)[1:] if outcome.plan.steps else ["", "Nothing to fix."]
+    yours = [str(step.number) for step in outcome.plan.yours]
+    if yours:
+        lines += wrap("Step%s %s %s yours: preflight fix runs only pip, in %s (preflight check shows %s fix)." % (
+            "s" if len(yours) > 1 else "", ", ".join(yours), "are" if len(yours) > 1 else "is",
+            outcome.interpreter, "their" if len(yours) > 1 else "its"), columns, "", "  ")
     if outcome.why_not:
         lines += [""] + wrap(outcome.why_not[0].upper() + outcome.why_not[1:] + ".", columns, "", "")
     if outcome.ran:
