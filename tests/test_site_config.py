@@ -262,7 +262,8 @@ def test_a_configuration_others_could_change_is_refused_by_admission_and_warned_
         assert completed.returncode == (5 if command[0] == "slurm" else 2), (command, completed.stderr)
         assert problem in completed.stderr and "does not act on a configuration others could change" \
             in completed.stderr, completed.stderr
-        assert "chmod 644" in completed.stderr
+        # What to make of it, never a command that changes a file preflight did not create (chmod /dev/null ...)
+        assert "only root can change" in completed.stderr and "chmod" not in completed.stderr
     assert not [c for c in calls(tmp_path / "slurm") if c.startswith("update")]
     checked = run_cli("check", "--config", config, "--nvml-fixture", H200, "--profile", "node")
     assert checked.returncode in (0, 1) and "warning: configuration file %s: " % config in checked.stderr
@@ -281,3 +282,11 @@ def test_a_configuration_in_a_sticky_folder_owned_by_someone_else_is_refused(tmp
     os.chown(config, 65534, 65534)
     completed = run_cli("exec", "--config", config, "--nvml-fixture", H200, "--", "true")
     assert completed.returncode == 2 and "belongs to user 65534" in completed.stderr
+
+
+def test_dev_null_as_the_configuration_gets_no_advice_to_change_it():
+    """--config /dev/null: not a configuration file, and a fix never changes a device file (chown or chmod of
+    /dev/null would break every other program until reboot)."""
+    completed = run_cli("exec", "--config", "/dev/null", "--nvml-fixture", "h200", "--", "true")
+    assert completed.returncode == 2 and "not a regular file" in completed.stderr, completed.stderr
+    assert "chown" not in completed.stderr and "chmod" not in completed.stderr

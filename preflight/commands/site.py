@@ -75,11 +75,11 @@ def read(path: Optional[str], options: CheckOptions, warn=None) -> "site_config.
         if problem and options.command in STRICT_COMMANDS:
             raise site_config.UnsafeConfig(
                 "configuration file %s: %s; preflight %s does not act on a configuration others could change"
-                % (path, problem, options.command), "make it owned by root and not writable by others: "
-                "chown root: %s && chmod 644 %s" % (path, path))
+                % (path, problem, options.command), "keep the site configuration in a file only root can change, "
+                "in a folder only root can change (ls -l %s shows its owner and mode)" % path)
         if problem and warn:
-            warn("configuration file %s: %s (preflight slurm, exec and serve refuse it): chown root: %s && "
-                 "chmod 644 %s" % (path, problem, path, path))
+            warn("configuration file %s: %s (preflight slurm, exec and serve refuse it; keep it in a file and a "
+                 "folder only root can change)" % (path, problem))
     return site_config.load(path)
 
 

@@ -78,6 +78,8 @@ def permission_problem(path: str) -> Optional[str]:
         info, folder = os.stat(real), os.stat(resolved.folder)
     except OSError:
         return None
+    if not stat.S_ISREG(info.st_mode):
+        return None  # a device or a pipe is no configuration file: reading it says so (and nothing here changes it)
     if info.st_mode & stat.S_IWOTH:
         return "it is world-writable (mode %o)" % stat.S_IMODE(info.st_mode)
     if folder.st_mode & stat.S_IWOTH and not folder.st_mode & stat.S_ISVTX:

@@ -97,6 +97,7 @@ def _evaluate_rule(rule: ResolvedRule, facts: SnapshotView) -> List[Result]:
             continue
         verdict = rule.comparison.evaluate(value, rule.params, labels)
         variables: Dict[str, Any] = {k: v for k, v in texts.items() if k != "expected"}
+        variables["python_executable"] = _job_interpreter(facts)  # every command runs the job's own interpreter
         variables.update(details)
         variables.update(verdict.details)
         variables.update(expected=expected, subject=subject, profile=profile or "", rule_id=rule.id, title=rule.title)
@@ -128,6 +129,12 @@ def _evaluate_rule(rule: ResolvedRule, facts: SnapshotView) -> List[Result]:
                 fix = chosen.render(dict(platform.conditions({}, facts), **variables))
         results.append(result(status, subject, message, value, fix, variables))
     return results
+
+
+def _job_interpreter(facts: SnapshotView) -> str:
+    from preflight.facts.readers import python_executable
+
+    return python_executable(facts)
 
 
 def _relaxed(warn_only, facts: SnapshotView, variables: Dict[str, Any]) -> Optional[str]:
