@@ -70,16 +70,25 @@ def problems(command: str, python: Optional[str]) -> List[str]:
 
 def _pytorch_index_problems(tag: str, requirements: List[str], python: Optional[str]) -> List[str]:
     pins = {}
+    found = []
     for requirement in requirements:
-        match = re.match(r"^(torch|torchvision|torchaudio)==(\d+)\.(\d+)(?:\.\*)?$", requirement)
+        match = re.match(r"^(torch|torchvision|torchaudio)==(\d+)\.(\d+)(?:\.\*|(\.\d+)\+([a-z0-9.]+))?$", requirement)
         if not match:
             return ["%s from the %s index: not a pin this check can judge" % (requirement, tag)]
         pins[match.group(1)] = (int(match.group(2)), int(match.group(3)))
+        if match.group(5) is not None:  # an exact release with the index's tag: that release, of this index's build
+            release = "%s.%s%s" % (match.group(2), match.group(3), match.group(4))
+            record = package_index.releases(match.group(1)).get(release)
+            if match.group(5) != tag:
+                found.append("%s: the local tag is not the %s index's" % (requirement, tag))
+            elif record is None:
+                found.append("%s: %s %s was never released" % (requirement, match.group(1), release))
+            elif python is not None and not package_index.has_wheel(record, python):
+                found.append("%s has no wheel for Python %s" % (requirement, python))
     if "torch" not in pins:
         return ["installs from %s without pinning torch" % tag]
     torch = pins["torch"]
     py = tuple(int(p) for p in python.split(".")) if python else None
-    found = []
     if not torch_wheels.available(tag, torch, py):
         found.append("%s has no torch %d.%d for Python %s" % ((tag,) + torch + (python,)))
     paired = torch_wheels.torchvision_for(torch)
@@ -130,7 +139,7 @@ def test_review_takes_out_only_what_cannot_install_and_says_what_works_instead()
 # --- every check fix --------------------------------------------------------------------------------------
 
 TORCH_BUILDS = [None, ("2.5.1+cpu", None), ("2.7.1+cu118", "11.8"), ("2.6.0+cu124", "12.4"), ("2.11.0+cu130", "13.0"),
-                ("2.4.1+rocm6.1", None)]
+                ("2.4.1+rocm6.1", None), ("2.14.1+cpu", None)]  # the last: of the chosen release, another build
 RECORDINGS = ["h200-driver580.json", "2x-a100-40g-driver550-ecc.json", "rtx3060-12g-driver525.json",
               "v100-retired-pages.json", "8x-h100-hgx.json", "no-library.json", "driver-not-loaded.json"]
 _AS = r"""import json, sys
@@ -188,7 +197,8 @@ def test_every_check_fix_prints_commands_that_can_succeed(tmp_path, environments
                 completed = run_cli("check", "--profile", profile, "--format", "json", "--nvml-fixture",
                                     nvml_fixture(recording), "--python", interpreter)
                 report = json.loads(completed.stdout)
-                for result in report["results"]:
+                plan = {"id": "the plan", "fix": {"commands": [c for s in report["plan"]["steps"] for c in s["run"]]}}
+                for result in report["results"] + [plan]:
                     for command in (result.get("fix") or {}).get("commands") or []:
                         if "pip" not in command and "preflight " not in command:
                             continue
