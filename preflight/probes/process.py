@@ -47,19 +47,7 @@ def run(argv: List[str], timeout: float, env: Optional[dict] = None, limit: int 
     if timeout <= 0:
         raise CommandTimeout(0)
     deadline = time.monotonic() + timeout
-    # Start and register under one lock: kill_all (preflight leaving) either sees the child or stops it
-    # from starting; a child started just after kill_all looked would outlive preflight.
-    with _lock:
-        if _closed:
-            raise CommandFailed("preflight is exiting")
-        try:
-            child = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=env, start_new_session=(os.name == "posix"),
-            )
-        except OSError as exc:
-            raise CommandFailed("cannot run %s: %s" % (argv[0], exc.strerror or exc))
-        _running[child.pid] = child
+    child = _start(argv, env, subprocess.PIPE, subprocess.PIPE)
     try:
         stdout, stderr = _read(child, deadline, limit, argv[0], timeout, on_line)
         try:
@@ -67,15 +55,7 @@ def run(argv: List[str], timeout: float, env: Optional[dict] = None, limit: int 
         except subprocess.TimeoutExpired:
             raise CommandTimeout(timeout)  # closed its output but did not exit
     finally:
-        _kill_group(child)  # also any grandchild it left behind
-        for stream in (child.stdout, child.stderr):
-            stream.close()
-        try:
-            child.wait(1)
-        except subprocess.TimeoutExpired:
-            pass
-        with _lock:
-            _running.pop(child.pid, None)
+        _finish(child)
     return subprocess.CompletedProcess(argv, child.returncode,
                                        stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
 
@@ -147,25 +127,41 @@ def run_logged(argv: List[str], timeout: float, log, env: Optional[dict] = None)
     group, and a deadline: its exit status, or CommandTimeout (the group killed), CommandFailed if it cannot start.
     For a long helper whose output is kept for the user (pip), not read by preflight."""
     deadline = time.monotonic() + timeout
-    with _lock:
-        if _closed:
-            raise CommandFailed("preflight is exiting")
-        try:
-            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=(os.name == "posix"))
-        except OSError as exc:
-            raise CommandFailed("cannot run %s: %s" % (argv[0], exc.strerror or exc))
-        _running[child.pid] = child
+    child = _start(argv, env, log, subprocess.STDOUT)
     try:
         try:
             return child.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise CommandTimeout(timeout)
     finally:
-        _kill_group(child)  # what it left behind in its group
+        _finish(child)
+
+
+def _start(argv: List[str], env: Optional[dict], stdout, stderr) -> subprocess.Popen:
+    """Start ``argv`` in its own process group and register it. Start and register under one lock: kill_all
+    (preflight leaving) either sees the child or stops it from starting; a child started just after kill_all
+    looked would outlive preflight."""
+    with _lock:
+        if _closed:
+            raise CommandFailed("preflight is exiting")
         try:
-            child.wait(1)
-        except subprocess.TimeoutExpired:
-            pass
-        with _lock:
-            _running.pop(child.pid, None)
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env,
+                                     start_new_session=(os.name == "posix"))
+        except OSError as exc:
+            raise CommandFailed("cannot run %s: %s" % (argv[0], exc.strerror or exc))
+        _running[child.pid] = child
+    return child
+
+
+def _finish(child: subprocess.Popen) -> None:
+    """Kill the child's group (also any grandchild it left behind), close its pipes, reap it, unregister it."""
+    _kill_group(child)
+    for stream in (child.stdout, child.stderr):
+        if stream is not None:
+            stream.close()
+    try:
+        child.wait(1)
+    except subprocess.TimeoutExpired:
+        pass
+    with _lock:
+        _running.pop(child.pid, None)
