@@ -906,9 +906,13 @@ def _build_slurm() -> click.Command:
     @click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
     @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it; with "
                   "--prolog, judge the job as the prolog would, say the exit it would give, and exit 0.")
+    @click.option("--submit-table", metavar="FILE", shell_complete=_complete_files,
+                  help="Write the submit filters' table (Lua data: the capacity model, the GPU types, the site's "
+                       "policy) to FILE, preflight-fit.lua beside slurm.conf, and exit; nothing is checked.")
     @declare(KEEP)
     @check_options(PROBE)
-    def slurm(options, prolog, node, scontrol, slurm_conf, scontrol_timeout, dry_run, report_dir, syslog) -> int:
+    def slurm(options, prolog, node, scontrol, slurm_conf, scontrol_timeout, dry_run, submit_table, report_dir,
+              syslog) -> int:
         """Slurm HealthCheckProgram (drain a failing node, resume it when it passes) and Prolog (--prolog).
 
         \b
@@ -929,10 +933,19 @@ def _build_slurm() -> click.Command:
         \b
         The profile is node (hardware and driver); train or inference need
         --python PATH, the job's interpreter.
+        \b
+        --submit-table FILE writes the table the submit filters decide from
+        (deploy/slurm/cli_filter.lua, job_submit.lua): write it again when
+        preflight, the site configuration or the cluster's GPU types change.
         """
         from preflight.commands import slurm as command
         from preflight.integrations.slurm import require_job_interpreter
 
+        if submit_table is not None:
+            if prolog or dry_run:
+                raise click.UsageError("--submit-table writes the filters' table and checks nothing: leave out %s"
+                                       % ("--prolog" if prolog else "--dry-run"))
+            return command.write_submit_table(options, submit_table, _log, _warn)
         require_job_interpreter(options.profile, options.python)  # before asking scontrol anything
         kept = _kept(report_dir, syslog)
         if prolog:
@@ -987,7 +1000,10 @@ def _build_config() -> click.Command:
 
     @config_group.command("validate")
     @click.argument("files", nargs=-1, required=True, metavar="FILE...", shell_complete=_complete_files)
-    def config_validate(files) -> int:
+    @click.option("--submit-table", "tables", multiple=True, metavar="FILE", shell_complete=_complete_files,
+                  help="Also say whether this submit filters' table is stale for the configuration [default: "
+                       "preflight-fit.lua beside slurm.conf, where there is one].")
+    def config_validate(files, tables) -> int:
         """Check whole site configuration files, for a rollout pipeline (like nginx -t or goss validate): every section,
         whether it matches this host or not: keys, values, selectors, rule ids and settings in set, select and ignore,
         and rules paths. Each problem is printed with its file and line.
@@ -997,7 +1013,7 @@ def _build_config() -> click.Command:
         """
         from preflight.commands import config as command
 
-        return command.validate(files, click.echo, _warn)
+        return command.validate(files, click.echo, _warn, tables)
     return config_group
 
 

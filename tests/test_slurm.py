@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import pytest
 from conftest import NEUTRAL_CWD, clean_env, nvml_fixture, run_cli
@@ -208,7 +208,7 @@ HealthCheckInterval=1
 HealthCheckNodeState=ANY
 Prolog={root}/prolog
 {gres_types}
-{cli_filter}
+{plugins}
 NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 {gres} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
@@ -236,13 +236,17 @@ def scaled(seconds: float) -> float:
 
 class Cluster:
     """slurmctld, slurmd and munged on loopback, one node; ``gpus``: the node's Gres (gpu:N, counted in gres.conf),
-    of ``gpu_type`` where given; ``cli_filter``: a cli_filter.lua beside slurm.conf, run by sbatch, srun and salloc."""
+    of ``gpu_type`` where given; ``plugins``: lines for slurm.conf (JobSubmitPlugins=lua), with ``conf_files``
+    copied beside it (job_submit.lua). ``client`` makes another slurm.conf for sbatch, srun and salloc against the
+    same controller (with CliFilterPlugins=lua and cli_filter.lua beside it, or none)."""
 
-    def __init__(self, root: Path, gpus: int = 0, gpu_type: str = "", cli_filter: Optional[Path] = None) -> None:
+    def __init__(self, root: Path, gpus: int = 0, gpu_type: str = "", plugins: str = "",
+                 conf_files: Sequence[Path] = ()) -> None:
         self.root = root
         self.gpus = gpus
         self.gpu_type = gpu_type
-        self.cli_filter = cli_filter
+        self.plugins = plugins
+        self.conf_files = list(conf_files)
         self.conf = root / "etc" / "slurm.conf"
         self.env = clean_env({"SLURM_CONF": str(self.conf)})
         self.processes = []
@@ -256,11 +260,10 @@ class Cluster:
         typed = "%s:" % self.gpu_type if self.gpu_type else ""
         gres = {"gres_types": "GresTypes=gpu" if self.gpus else "",
                 "gres": "Gres=gpu:%s%d" % (typed, self.gpus) if self.gpus else ""}
-        if self.cli_filter is not None:
-            shutil.copy(str(self.cli_filter), str(self.root / "etc" / "cli_filter.lua"))
+        for path in self.conf_files:
+            shutil.copy(str(path), str(self.root / "etc" / path.name))
         self.conf.write_text(SLURM_CONF.format(root=self.root, node=NODE, cpus=os.cpu_count(), ctld_port=free_port(),
-                                               slurmd_port=free_port(), cli_filter="CliFilterPlugins=lua"
-                                               if self.cli_filter is not None else "", **gres))
+                                               slurmd_port=free_port(), plugins=self.plugins, **gres))
         if self.gpus:  # stand-in device files: slurmd counts what gres.conf lists, as on a real GPU node
             devices = self.root / "dev"
             devices.mkdir()
@@ -308,6 +311,19 @@ class Cluster:
         self._spawn([_sbin("slurmctld"), "-D"])
         self._spawn([_sbin("slurmd"), "-D"])
         self._wait(lambda: self.sinfo_state() in ("idle", "drain", "drng"), 60, "node to register")
+
+    def client(self, name: str, lines: str = "", files: Sequence[Path] = ()) -> Path:
+        """A submit host's slurm.conf for the same controller: this cluster's, without its plugin lines, with
+        ``lines`` instead, and ``files`` beside it. Returns its path (SLURM_CONF for sbatch)."""
+        folder = self.root / "clients" / name
+        folder.mkdir(parents=True)
+        text = self.conf.read_text()
+        if self.plugins:
+            text = text.replace(self.plugins, "")
+        (folder / "slurm.conf").write_text(text + lines + "\n")
+        for path in files:
+            shutil.copy(str(path), str(folder / path.name))
+        return folder / "slurm.conf"
 
     def _spawn(self, argv) -> None:
         log = open(str(self.root / "log" / (os.path.basename(argv[0]) + ".out")), "w")

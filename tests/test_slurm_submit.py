@@ -1,4 +1,5 @@
-"""Before the queue: plan's Slurm mode, and deploy/slurm/cli_filter.lua run by a real sbatch (CliFilterPlugins=lua)."""
+"""Before the queue: plan's Slurm mode (Python, by hand), and the submit filters (deploy/slurm: cli_filter.lua on a
+submit host, job_submit.lua in slurmctld, both deciding from preflight's table in Lua) inside a real Slurm."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import pytest
 from conftest import REPO, clean_env, run_cli
 from test_slurm import running_cluster
 
+from preflight import __version__
 from preflight.errors import PreflightError
 from preflight.integrations import slurm_submit as submit
 
-FILTER = REPO / "deploy" / "slurm" / "cli_filter.lua"
 TOO_BIG = "preflight: workload=gelan-c batch=256 img=640"  # about 195 GiB per GPU: more than an H200 holds
 FITS = "preflight: workload=gelan-c batch=16 img=640"
 
@@ -89,8 +90,8 @@ def test_fits_tight_and_what_is_not_judged():
     tight = slurm_plan("preflight: workload=gelan-c batch=24", "--slurm-gres", "gpu:t4:1")
     assert tight.returncode == 0 and tight.stdout.startswith("preflight: warning: gelan-c (batch 24, img 640) is tight "
                                                              "on Tesla T4 16GB"), tight.stdout
-    for gres, why in (("gres:gpu:2", "--gres=gpu:2 names no GPU type"), ("gpu:a100:1", "it could be a100-40gb, a100-40gb-pcie, "
-                                                                      "a100-80gb, a100-80gb-pcie"),
+    for gres, why in (("gres:gpu:2", "--gres=gpu:2 names no GPU type"), ("gpu:a100x:1", "it could be a100-40gb, "
+                                                                      "a100-40gb-pcie, a100-80gb, a100-80gb-pcie"),
                       ("gpu:h200:1,gpu:t4:1", "several GPU types")):
         completed = slurm_plan(TOO_BIG, "--slurm-gres", gres)
         assert completed.returncode == 0 and completed.stdout.startswith("preflight: not judged: "), completed.stdout
@@ -165,37 +166,50 @@ def test_the_decision_as_json_validates():
         assert (completed.returncode == 1) == (document["decision"] == "refuse")
 
 
-# --- the shipped filter, run by a real sbatch ------------------------------------------------------
+# --- the shipped filters, inside a real Slurm ---------------------------------------------------------------
 
 PLUGIN_FOLDERS = ("/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib/aarch64-linux-gnu/slurm-wlm", "/usr/lib64/slurm",
                   "/usr/lib/slurm", "/usr/local/lib/slurm")
+DEPLOY = REPO / "deploy" / "slurm"
+CLIENT_FILTER, CONTROLLER_FILTER, LOGIC = DEPLOY / "cli_filter.lua", DEPLOY / "job_submit.lua", \
+    DEPLOY / "preflight_submit.lua"
+AUTODETECT_TYPE = "nvidia_h100_80gb_hbm3"  # what AutoDetect=nvml names an H100 SXM: NVML's name, as Slurm writes it
+H100 = "H100 SXM 80GB"
+
+
+def _table(path, config=None):
+    env = clean_env({"PREFLIGHT_CONFIG": str(config)} if config else {})
+    completed = run_cli("slurm", "--submit-table", str(path), env=env)
+    assert completed.returncode == 0, completed.stderr
+    return path
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    if not any(os.path.exists(os.path.join(folder, "cli_filter_lua.so")) for folder in PLUGIN_FOLDERS):
-        pytest.skip("SLURM'S LUA PLUGIN IS MISSING (cli_filter_lua.so in none of %s): the submit filter's real-Slurm "
-                    "tests did not run; Debian's slurm-wlm-basic-plugins has it" % ", ".join(PLUGIN_FOLDERS))
-    yield from running_cluster(gpus=1, gpu_type="h200", cli_filter=FILTER)
+def cluster(tmp_path_factory):
+    """A cluster whose node has one GPU of AutoDetect's type, the controller filter (JobSubmitPlugins=lua) and two
+    submit hosts: one with the client filter (CliFilterPlugins=lua), one without. preflight is on no PATH: the
+    filters decide from the table."""
+    if not all(any(os.path.exists(os.path.join(folder, plugin)) for folder in PLUGIN_FOLDERS)
+               for plugin in ("cli_filter_lua.so", "job_submit_lua.so")):
+        pytest.skip("SLURM'S LUA PLUGINS ARE MISSING (cli_filter_lua.so, job_submit_lua.so in none of %s): the submit "
+                    "filters' real-Slurm tests did not run; Debian's slurm-wlm-basic-plugins has them"
+                    % ", ".join(PLUGIN_FOLDERS))
+    table = _table(tmp_path_factory.mktemp("table") / "preflight-fit.lua")
+    for running in running_cluster(gpus=1, gpu_type=AUTODETECT_TYPE, plugins="JobSubmitPlugins=lua",
+                                   conf_files=[CONTROLLER_FILTER, LOGIC, table]):
+        running.filtered = running.client("filtered", "CliFilterPlugins=lua", [CLIENT_FILTER, LOGIC, table])
+        running.plain = running.client("plain")
+        yield running
 
 
-def sbatch(cluster, *args, path=None, deadline="30", script=None, config=None, program="sbatch"):
-    """sbatch (or srun) as a user runs it, with preflight in PATH (or ``path``); (exit code, stdout, stderr)."""
+def sbatch(cluster, *args, client=None, script=None, program="sbatch"):
+    """sbatch (or srun) as a user runs it on a submit host (``client``: its slurm.conf; the one with the client
+    filter by default), with no preflight on PATH; (exit code, stdout, stderr)."""
     import shutil
     import subprocess
 
-    bin_dir = cluster.root / "user-bin"
-    if not bin_dir.exists():
-        bin_dir.mkdir()
-        (bin_dir / "preflight").write_text("#!/bin/sh\nexec %s -m preflight \"$@\"\n" % sys.executable)
-        (bin_dir / "preflight").chmod(0o755)
-    env = dict(cluster.env, PATH=path if path is not None else "%s:%s" % (bin_dir, os.environ.get("PATH", "")),
-               PYTHONPATH=str(REPO))
+    env = dict(cluster.env, PATH="/usr/bin:/bin", SLURM_CONF=str(client or cluster.filtered))
     env.pop("PREFLIGHT_CONFIG", None)
-    if config is not None:
-        env["PREFLIGHT_CONFIG"] = str(config)
-    if deadline is not None:
-        env["PREFLIGHT_SUBMIT_DEADLINE"] = deadline  # a loaded CI machine starts Python slowly
     if program == "srun":
         command = [shutil.which("srun"), *args, "hostname"]
     else:
@@ -209,68 +223,125 @@ def queued(stdout):
     return re.search(r"Submitted batch job \d+", stdout) is not None
 
 
-def test_real_sbatch_refuses_a_workload_that_does_not_fit_before_it_queues(cluster):
+GRES = "--gres=gpu:%s:1" % AUTODETECT_TYPE
+
+
+def test_a_misfit_is_refused_by_the_client_filter_and_by_the_controller_for_a_client_without_it(cluster):
     before = cluster.run("squeue", "-h", "-o", "%i")
-    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", TOO_BIG)
+    code, out, err = sbatch(cluster, GRES, "--comment", TOO_BIG)
     assert code != 0 and not queued(out), (out, err)
-    assert "preflight: gelan-c (batch 256, img 640) does not fit H200 SXM 141GB" in err, err
-    assert "(submission refused)" in err and "stack traceback" not in err
-    assert cluster.run("squeue", "-h", "-o", "%i") == before
-    print("sbatch refused, as the user sees it:\n" + err)
-    # The other ways to ask for GPUs, as sbatch hands them to the filter; and srun, which runs the filter too.
-    for asked in ("--gpus=h200:1", "--gpus-per-node=h200:1"):
-        code, out, err = sbatch(cluster, asked, "--comment", TOO_BIG)
-        assert code != 0 and not queued(out) and "does not fit H200 SXM 141GB" in err, (asked, out, err)
-    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", TOO_BIG, program="srun")
-    assert code != 0 and "does not fit H200 SXM 141GB" in err and out == "", (out, err)
+    assert "preflight: gelan-c (batch 256, img 640) does not fit %s" % H100 in err and "(submission refused)" in err
+    assert "stack traceback" not in err and err.count("does not fit") == 1, err
+    print("sbatch with the client filter refused, as the user sees it:\n" + err)
+    code, out, err = sbatch(cluster, GRES, "--comment", TOO_BIG, client=cluster.plain)
+    assert code != 0 and not queued(out), (out, err)
+    assert "does not fit %s" % H100 in err and "(submission refused)" in err, err
+    print("sbatch without the client filter, refused by slurmctld's job_submit.lua:\n" + err)
+    for asked in ("--gpus=%s:1" % AUTODETECT_TYPE, "--gpus-per-node=%s:1" % AUTODETECT_TYPE):
+        for client in (cluster.filtered, cluster.plain):
+            code, out, err = sbatch(cluster, asked, "--comment", TOO_BIG, client=client)
+            assert code != 0 and not queued(out) and "does not fit %s" % H100 in err, (asked, client, out, err)
+    code, out, err = sbatch(cluster, GRES, "--comment", TOO_BIG, program="srun")
+    assert code != 0 and "does not fit %s" % H100 in err and out == "", (out, err)
     assert cluster.run("squeue", "-h", "-o", "%i") == before
 
 
-def test_real_sbatch_passes_the_comment_to_preflight_as_one_word(cluster):
+def test_a_job_that_fits_or_declares_nothing_queues(cluster):
+    for client in (cluster.filtered, cluster.plain):
+        code, out, err = sbatch(cluster, GRES, "--comment", FITS, client=client)
+        assert code == 0 and queued(out), (out, err)
+        code, out, err = sbatch(cluster, GRES, "--comment", "nopreflight: " + TOO_BIG[len("preflight: "):],
+                                client=client)
+        assert code == 0 and queued(out) and "preflight" not in err, (out, err)
+        code, out, err = sbatch(cluster, GRES, client=client)
+        assert code == 0 and queued(out) and err == "", (out, err)
+    code, out, err = sbatch(cluster, GRES, "--comment", FITS)
+    assert "preflight: gelan-c (batch 16, img 640) fits %s" % H100 in err, err
+
+
+def test_the_comment_is_read_as_data_and_from_the_script(cluster):
     planted = cluster.root / "planted"
     comment = TOO_BIG + "; it's ours $(touch %s) `touch %s`" % (planted, planted)
-    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", comment)
-    assert code != 0 and "does not fit H200 SXM 141GB" in err, (out, err)
+    code, out, err = sbatch(cluster, GRES, "--comment", comment)
+    assert code != 0 and "does not fit %s" % H100 in err, (out, err)
     assert not planted.exists()
-
-
-def test_real_sbatch_reads_the_declaration_from_the_script(cluster, tmp_path):
     script = cluster.root / "train.sh"
-    script.write_text("#!/bin/sh\n#SBATCH --gres=gpu:h200:1\n#SBATCH --comment=\"%s\"\nhostname\n" % TOO_BIG)
-    code, out, err = sbatch(cluster, script=script)
-    assert code != 0 and not queued(out) and "does not fit H200" in err, (out, err)
+    script.write_text("#!/bin/sh\n#SBATCH %s\n#SBATCH --comment=\"%s\"\nhostname\n" % (GRES, TOO_BIG))
+    for client in (cluster.filtered, cluster.plain):
+        code, out, err = sbatch(cluster, script=script, client=client)
+        assert code != 0 and not queued(out) and "does not fit %s" % H100 in err, (out, err)
 
 
-def test_real_sbatch_queues_a_job_that_fits_and_one_that_declares_nothing(cluster):
-    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", FITS)
-    assert code == 0 and queued(out), (out, err)
-    assert "preflight: gelan-c (batch 16, img 640) fits H200 SXM 141GB" in err, err
-    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", "nightly run")
-    assert code == 0 and queued(out) and err == "", (out, err)
-    code, out, err = sbatch(cluster, "--gres=gpu:h200:1")
-    assert code == 0 and queued(out) and err == "", (out, err)
+@pytest.mark.parametrize("workload", ["gelan-c", "yolov9-e", "gelan-s"])
+def test_at_the_edge_the_filters_agree_with_plan(cluster, workload):
+    """The largest tight batch is queued (with the warning), one more is refused, by either filter, as plan says."""
+    probe = json.loads(slurm_plan("preflight: workload=%s batch=1" % workload, "--slurm-gres",
+                                  "gpu:%s:1" % AUTODETECT_TYPE, "--format", "json").stdout)
+    tight = probe["plan"]["gpus"][0]["max_batch_tight"]
+    for batch, fits in ((tight, True), (tight + 1, False)):
+        comment = "preflight: workload=%s batch=%d" % (workload, batch)
+        said = json.loads(slurm_plan(comment, "--slurm-gres", "gpu:%s:1" % AUTODETECT_TYPE, "--format", "json").stdout)
+        assert (said["decision"] != "refuse") == fits, said
+        for client in (cluster.filtered, cluster.plain):
+            code, out, err = sbatch(cluster, GRES, "--comment", comment, client=client)
+            assert (code == 0 and queued(out)) == fits, (batch, client, out, err)
+            assert said["message"] in err, (said["message"], err)
+            print("%s, %s: %s" % (client.parent.name, "queued" if fits else "refused", err.strip()))
 
 
-def test_real_sbatch_site_warn_only(cluster):
-    config = cluster.root / "warn.toml"
+def test_without_a_table_or_with_a_stale_one_no_job_is_refused(cluster, tmp_path):
+    controller = cluster.root / "etc" / "preflight-fit.lua"
+    client = cluster.filtered.parent / "preflight-fit.lua"
+    kept = controller.read_bytes()
+    try:
+        controller.unlink()
+        client.unlink()
+        for where in (cluster.filtered, cluster.plain):
+            code, out, err = sbatch(cluster, GRES, "--comment", TOO_BIG, client=where)
+            assert code == 0 and queued(out), (where, out, err)
+            assert "there is no submit table" in err and "goes on unchecked" in err, err
+        stale = kept.replace(b'["preflight"] = "%s"' % __version__.encode(), b'["preflight"] = "0.0.1"')
+        controller.write_bytes(stale)
+        client.write_bytes(stale)
+        code, out, err = sbatch(cluster, GRES, "--comment", TOO_BIG)
+        assert code == 0 and queued(out) and "was written by preflight 0.0.1" in err, (out, err)
+    finally:
+        controller.write_bytes(kept)
+        client.write_bytes(kept)
+
+
+def test_a_site_that_warns_instead_of_refusing(cluster, tmp_path):
+    config = tmp_path / "config.toml"
     config.write_text('[defaults]\nslurm_does_not_fit = "warn"\n')
-    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", TOO_BIG, config=config)
-    assert code == 0 and queued(out), (out, err)
-    assert "preflight: warning: gelan-c (batch 256, img 640) does not fit H200" in err, err
+    controller = cluster.root / "etc" / "preflight-fit.lua"
+    client = cluster.filtered.parent / "preflight-fit.lua"
+    kept = controller.read_bytes()
+    try:
+        _table(controller, config)
+        client.write_bytes(controller.read_bytes())
+        for where in (cluster.filtered, cluster.plain):
+            code, out, err = sbatch(cluster, GRES, "--comment", TOO_BIG, client=where)
+            assert code == 0 and queued(out), (out, err)
+            assert "preflight: warning: gelan-c (batch 256, img 640) does not fit %s" % H100 in err, err
+    finally:
+        controller.write_bytes(kept)
+        client.write_bytes(kept)
 
 
-def test_real_sbatch_goes_on_when_preflight_is_missing_slow_or_failing(cluster):
-    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", TOO_BIG, path="/usr/bin:/bin")
-    assert code == 0 and queued(out), (out, err)
-    assert "preflight: warning: preflight is not installed on this host" in err and "unchecked" in err, err
-    slow = cluster.root / "slow-bin"
-    slow.mkdir(exist_ok=True)
-    (slow / "preflight").write_text("#!/bin/sh\nsleep 30\n")
-    (slow / "preflight").chmod(0o755)
-    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", TOO_BIG, path="%s:/usr/bin:/bin" % slow,
-                            deadline=None)
-    assert code == 0 and queued(out), (out, err)
-    assert "preflight: warning: preflight did not answer within 0.5 s; the job goes on unchecked" in err, err
-    code, out, err = sbatch(cluster, "--gres=gpu:h200:1", "--comment", "preflight: workload=gelan-c colour=red")
-    assert code == 0 and queued(out), (out, err)
-    assert "preflight: warning: the job's workload was not judged (Error: the job's comment declares 'colour'" in err
+def test_what_the_client_filter_adds_to_sbatch(cluster):
+    """sbatch --hold of a declared job, 25 times with the client filter and 25 without, interleaved; the medians
+    are printed for the record (a figure, not a verdict: the machine's load decides it)."""
+    import statistics
+    import time
+
+    times = {"filtered": [], "plain": []}
+    for _ in range(25):
+        for name in ("filtered", "plain"):
+            started = time.monotonic()
+            code, out, err = sbatch(cluster, GRES, "--hold", "--comment", FITS, client=getattr(cluster, name))
+            times[name].append(time.monotonic() - started)
+            assert code == 0 and queued(out), (out, err)
+    cluster.run("scancel", "--user", "root")
+    medians = {name: statistics.median(values) * 1000 for name, values in times.items()}
+    print("sbatch --hold, median of 25: %.1f ms with the client filter, %.1f ms without (+%.1f ms)"
+          % (medians["filtered"], medians["plain"], medians["filtered"] - medians["plain"]))

@@ -174,7 +174,7 @@ def ddp_batch(batch: int, gpus: int) -> int:
     return max(gpus, int(round(batch / gpus)) * gpus)
 
 
-def _per_image(request: Dict[str, Any], with_validation: bool = True) -> float:
+def per_image(request: Dict[str, Any], with_validation: bool = True) -> float:
     """Bytes per image at the reference size: the training step's, plus (for a whole run) what the validation
     pass at twice the batch adds on top; both with the assigner's share for dense images (--max-objects)."""
     training = request["per_image_bytes"] + request.get("object_bytes_per_image", 0)
@@ -188,14 +188,14 @@ def required_bytes(request: Dict[str, Any], batch: int, imgsz: Optional[int] = N
     """The whole run's peak per GPU: for training, the training steps and the validation pass after them."""
     imgsz = imgsz or request["imgsz"]
     scale = (imgsz / request["reference_imgsz"]) ** 2
-    return int(round((request["fixed_bytes"] + _per_image(request) * batch * scale) * (1 + request["margin"])))
+    return int(round((request["fixed_bytes"] + per_image(request) * batch * scale) * (1 + request["margin"])))
 
 
 def training_bytes(request: Dict[str, Any], batch: int, imgsz: Optional[int] = None) -> int:
     """The training steps alone (what the first epoch shows, before any validation)."""
     imgsz = imgsz or request["imgsz"]
     scale = (imgsz / request["reference_imgsz"]) ** 2
-    return int(round((request["fixed_bytes"] + _per_image(request, False) * batch * scale) * (1 + request["margin"])))
+    return int(round((request["fixed_bytes"] + per_image(request, False) * batch * scale) * (1 + request["margin"])))
 
 
 # The three verdicts. PyTorch's caching allocator gives cached blocks back and retries before it raises
@@ -215,7 +215,7 @@ def steps_need_bytes(request: Dict[str, Any], batch: int, imgsz: Optional[int] =
     """What the training steps themselves hold (no validation cache, no margin): below this nothing runs."""
     imgsz = imgsz or request["imgsz"]
     scale = (imgsz / request["reference_imgsz"]) ** 2
-    return int(round(request["fixed_bytes"] + _per_image(request, False) * batch * scale))
+    return int(round(request["fixed_bytes"] + per_image(request, False) * batch * scale))
 
 
 def verdict(request: Dict[str, Any], batch: int, available: int, imgsz: Optional[int] = None) -> str:
@@ -231,12 +231,12 @@ def verdict(request: Dict[str, Any], batch: int, available: int, imgsz: Optional
 def _largest_batch(request: Dict[str, Any], available: int, imgsz: Optional[int], whole_run: bool) -> int:
     """The largest batch per GPU within ``available``: the whole run with its margin, or the steps' own need."""
     imgsz = imgsz or request["imgsz"]
-    per_image = _per_image(request, whole_run) * (imgsz / request["reference_imgsz"]) ** 2
+    each = per_image(request, whole_run) * (imgsz / request["reference_imgsz"]) ** 2
     room = (available / (1 + request["margin"]) if whole_run else available) - request["fixed_bytes"]
-    if room < per_image:
+    if room < each:
         return 0
     need = required_bytes if whole_run else steps_need_bytes
-    batch = int(room // per_image)
+    batch = int(room // each)
     while batch > 0 and need(request, batch, imgsz) > available:  # rounding at the edge
         batch -= 1
     return batch
@@ -258,7 +258,7 @@ def largest_imgsz(request: Dict[str, Any], batch: int, available: int) -> Option
     if room <= 0 or batch < 1:
         return None
     # Solve fixed + per_image * batch * (size / reference)^2 <= room for size, then check the edge.
-    size = request["reference_imgsz"] * math.sqrt(room / (_per_image(request) * batch))
+    size = request["reference_imgsz"] * math.sqrt(room / (per_image(request) * batch))
     size = min(request["imgsz"], int(size // IMG_STRIDE) * IMG_STRIDE)
     while size >= IMG_STRIDE and required_bytes(request, batch, size) > available:  # rounding: a step or two
         size -= IMG_STRIDE

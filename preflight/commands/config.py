@@ -40,12 +40,24 @@ def show(options: CheckOptions, host: Optional[str], gpus: Sequence[str], partit
     return 0
 
 
-def validate(paths: Sequence[str], echo: Callable[[str], None], warn=None) -> int:
+def validate(paths: Sequence[str], echo: Callable[[str], None], warn=None, tables: Sequence[str] = ()) -> int:
     """Check whole configuration files, every section whether it would match here or not, for a rollout pipeline
-    (like ``nginx -t``): each problem with its file and line; exit 0 when every file is good, 2 otherwise."""
+    (like ``nginx -t``): each problem with its file and line; exit 0 when every file is good, 2 otherwise. The
+    submit filters' table (``tables``, else preflight-fit.lua beside slurm.conf where there is one) is said to be
+    stale when another preflight wrote it or the configuration changed since (a warning: it changes no exit)."""
+    import os
+
     from preflight.engine import loader
     from preflight.engine.model import PROFILES
     from preflight.errors import ExitCode, PreflightError
+    from preflight.integrations import slurm as admission
+    from preflight.integrations import submit_table
+
+    submit_tables = list(tables)
+    if not submit_tables:
+        slurm_conf = admission.find_slurm_conf(None, os.environ)
+        beside = os.path.join(os.path.dirname(slurm_conf), submit_table.FILE_NAME) if slurm_conf else None
+        submit_tables = [beside] if beside and os.path.exists(beside) else []
 
     bad = 0
     for path in paths:
@@ -70,6 +82,11 @@ def validate(paths: Sequence[str], echo: Callable[[str], None], warn=None) -> in
         else:
             matches = len(config.sections) - 1
             echo("%s: ok ([defaults] and %d [[match]] section%s)" % (path, matches, "" if matches == 1 else "s"))
+        for table in submit_tables:
+            why = submit_table.stale(table, path)
+            if why and warn:  # a warning: a configuration is validated before the table is written again from it
+                warn("%s; the submit filters let every job go on unchecked until preflight slurm --submit-table %s "
+                     "writes it again" % (why, table))
     if bad:
         echo("%d of %d configuration file%s invalid" % (bad, len(paths), "" if len(paths) == 1 else "s"))
     return ExitCode.USAGE if bad else ExitCode.OK

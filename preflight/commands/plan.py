@@ -79,7 +79,9 @@ def _chosen(gpus, filters: List[str]):
         return list(gpus)
     chosen = []
     for wanted in filters:
-        found = [g for g in gpus if wanted.lower() in g.name.lower() or wanted.lower() == g.id]
+        # An id names one GPU (l4 is the L4, not also the L40 and L40S); any other word is looked up in the names.
+        found = [g for g in gpus if wanted.lower() == g.id] or \
+            [g for g in gpus if wanted.lower() in g.name.lower()]
         if not found:
             raise PreflightError("--gpu %s: no catalog GPU matches" % wanted,
                                  "catalog: %s" % ", ".join(g.name for g in gpus))
@@ -163,18 +165,23 @@ def submission(options: CheckOptions, slurm: Dict[str, Optional[str]], declared_
         return submit.not_judged(slurm, "%s names %s: preflight judges one GPU type (--gres=gpu:TYPE:N)" % (
             gpus.asked, "no GPU type" if gpus.types == ("",) else "several GPU types"), gpus)
     prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
-    model, why = submit.catalog_gpu(gpus.slurm_type, prepared.options.slurm_gpu_types, prepared.ruleset.gpus)
+    model, why, named = submit.catalog_gpu(gpus.slurm_type, prepared.options.slurm_gpu_types, prepared.ruleset.gpus)
     if model is None:
         return submit.not_judged(slurm, why, gpus)
     count = gpus.count if declared_gpus is None else declared_gpus
     _check_gpu_count(count, "gpus")
+    if count > gpus.count:
+        return submit.not_judged(slurm, "the job declares gpus=%d, more than the %d GPU%s it asks for (%s): a run "
+                                        "cannot use GPUs it was not given" % (count, gpus.count,
+                                                                             "" if gpus.count == 1 else "s",
+                                                                             gpus.asked), gpus)
     request = prepared.workload
     if request["batch"] % count:
         return submit.uneven(slurm, request["batch"], gpus, count, model.id)
     result = plan(request, prepared.ruleset, None, [], gpus=count, models=[model])
     fitting = submit.alternatives(request, result.batch, model, prepared.ruleset.gpus,
                                   prepared.options.slurm_gpu_types)
-    return submit.decide(result, slurm, gpus, prepared.options.slurm_does_not_fit, fitting)
+    return submit.decide(result, slurm, gpus, prepared.options.slurm_does_not_fit, fitting, named > 1)
 
 
 def submission_main(options: CheckOptions, slurm: Dict[str, Optional[str]], declared_gpus: Optional[int],

@@ -123,3 +123,22 @@ def _prolog(options: CheckOptions, log: Callable[[str], None], warn: common.Warn
     common.keep(report, kept, warn, None, "%s; %s" % (said, "; ".join(own + others) or report.summary_line()),
                 "error" if own else ("warning" if others else "info"))
     return ExitCode.FAILED if own else ExitCode.OK
+
+
+def write_submit_table(options: CheckOptions, path: str, log: Callable[[str], None], warn: common.Warn = None) -> int:
+    """preflight slurm --submit-table FILE: the filters' table, from the capacity model (and --rules) and the site
+    configuration as it applies here."""
+    from preflight.commands import site
+    from preflight.integrations import submit_table
+
+    prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
+    config = site.locate(options.config, os.environ) or site.SYSTEM_CONFIG
+    data = submit_table.write(path, prepared.ruleset, prepared.options.slurm_gpu_types,
+                              prepared.options.slurm_does_not_fit, config)
+    log("preflight: wrote %s: %d workloads, %d GPUs, %d GPU type names; does not fit: %s; site configuration %s%s. "
+        "Beside slurm.conf, with deploy/slurm/preflight_submit.lua, it serves cli_filter.lua (CliFilterPlugins=lua) "
+        "and job_submit.lua (JobSubmitPlugins=lua)" % (
+            path, len(data["workloads"]), len(data["gpus"]), len(data["names"]), data["does_not_fit"], config,
+            "" if data["config"]["text"] is not None else " (none there: a file written there later makes the "
+            "table stale)"))
+    return ExitCode.OK

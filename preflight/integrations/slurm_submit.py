@@ -22,15 +22,19 @@ SUBMIT, WARN, REFUSE, NOT_JUDGED = "submit", "warn", "refuse", "not judged"
 DECISIONS = (SUBMIT, WARN, REFUSE, NOT_JUDGED)
 
 
+_MARKED = re.compile(r"(?:^|\s)%s" % re.escape(MARK), re.IGNORECASE)
+
+
 def declaration(comment: Optional[str]) -> Optional[List[Tuple[str, Optional[str]]]]:
-    """The (key, value) pairs a job's comment declares after "preflight:" (up to a ";" or the end); a key without
-    "=" is a flag (value None). None: the comment declares nothing for preflight."""
+    """The (key, value) pairs a job's comment declares after "preflight:" (a word of its own: at the start or after
+    white space, so "nopreflight:" declares nothing), up to a ";" or the end; a key without "=" is a flag (value
+    None). None: the comment declares nothing for preflight."""
     if not comment:
         return None
-    found = comment.lower().find(MARK)
-    if found < 0:
+    found = _MARKED.search(comment)
+    if found is None:
         return None
-    text = comment[found + len(MARK):].split(";", 1)[0]
+    text = comment[found.end():].split(";", 1)[0]
     try:
         words = shlex.split(text)
     except ValueError as exc:
@@ -119,17 +123,37 @@ def gpu_request(gres: Optional[str] = None, gpus: Optional[str] = None, gpus_per
     return GpuRequest(tuple(sorted({t for t, _ in items})), count, asked)
 
 
+def gpu_names(mapping: Sequence[str], catalog: Dict[str, Any]) -> Dict[str, Tuple[str, ...]]:
+    """Slurm GPU type (lower case) -> the catalog ids it may name: the site's own mapping (slurm_gpu_types) first,
+    then every name the catalog gives its GPUs (ids, AutoDetect=nvml's names, common site spellings)."""
+    from preflight.knowledge.gpus import slurm_types
+
+    names = dict(slurm_types(catalog.values()))
+    for item in mapping:
+        slurm_type, _, gpu_id = item.partition("=")
+        names[slurm_type.lower()] = (gpu_id,)
+    return names
+
+
 def catalog_gpu(slurm_type: str, mapping: Sequence[str], catalog: Dict[str, Any]):
-    """(the catalog GPU a Slurm GPU type names, None) or (None, why not): the site's mapping first, then the
-    catalog id equal to the type (h200, t4, a100-80gb); "_" in a type reads as "-"."""
-    mapped = dict(item.split("=", 1) for item in mapping)
-    wanted = mapped.get(slurm_type.lower(), slurm_type.lower().replace("_", "-"))
-    if wanted in catalog:
-        return catalog[wanted], None
-    near = sorted(gpu_id for gpu_id in catalog if gpu_id.startswith(wanted) or wanted in gpu_id)
-    maybe = "; it could be %s" % ", ".join(near) if near else ""
-    return None, ("the GPU type %s is not a catalog GPU id%s: the site maps it with slurm_gpu_types = "
-                  "[\"%s=ID\"] in its configuration" % (slurm_type, maybe, slurm_type))
+    """(the catalog GPU a Slurm GPU type names, None, how many it may name) or (None, why not, 0). A type that may
+    name several catalog GPUs (a100: the 40 and 80 GB cards) is judged by the one with the most usable memory:
+    never refuse a job one of them holds."""
+    names = gpu_names(mapping, catalog)
+    ids = [gpu_id for gpu_id in names.get(slurm_type.lower(), ()) if gpu_id in catalog]
+    if ids:
+        return max((catalog[gpu_id] for gpu_id in ids), key=lambda gpu: gpu.usable_bytes), None, len(ids)
+    return None, ("the GPU type %s is not one preflight knows%s: the site names it with slurm_gpu_types = "
+                  "[\"%s=ID\"] in its configuration" % (slurm_type, _could_be(slurm_type.lower(), names), slurm_type)), 0
+
+
+def _could_be(wanted: str, names: Dict[str, Tuple[str, ...]]) -> str:
+    """"; it could be a100-40gb, a100-80gb": the catalog ids of names that share the type's model number with its
+    letters ("a100" of "a100x", "rtx4090" of "rtx4090ti"), for the mapping line."""
+    words = [w for w in re.findall(r"[a-z]*\d+", wanted) if len(w) >= 2]
+    near = sorted({gpu_id for name, ids in names.items() for gpu_id in ids
+                   if any(word in name for word in words) or (len(wanted) >= 2 and wanted in name)})
+    return "; it could be %s" % ", ".join(near[:8]) if near else ""
 
 
 class Submission(NamedTuple):
@@ -153,10 +177,11 @@ class Submission(NamedTuple):
                 "plan": self.plan.to_json() if self.plan is not None else None}
 
 
-def decide(plan, request: Dict[str, Optional[str]], gpus: GpuRequest, does_not_fit: str, fitting: List[str]) \
-        -> Submission:
+def decide(plan, request: Dict[str, Optional[str]], gpus: GpuRequest, does_not_fit: str, fitting: List[str],
+           several: bool = False) -> Submission:
     """The decision on a plan of one catalog GPU (its one row): fits submits, tight warns, does not fit refuses
-    (or warns, where the site says so), with the largest batch that fits and the GPUs it would fit."""
+    (or warns, where the site says so), with the largest batch that fits and the GPUs it would fit. ``several``:
+    the job's GPU type may name more than one catalog GPU, and this is the largest of them."""
     from preflight import units
     from preflight.capacity.estimate import FITS, TIGHT
 
@@ -165,6 +190,8 @@ def decide(plan, request: Dict[str, Optional[str]], gpus: GpuRequest, does_not_f
     workload = "%s (batch %d, img %d%s)" % (r["id"], r["batch"], r["imgsz"],
                                             ", %d per GPU" % plan.batch if plan.gpus > 1 else "")
     on = "%d x %s" % (plan.gpus, row.name) if plan.gpus > 1 else row.name
+    if several:
+        on += " (the largest GPU %s may name)" % gpus.slurm_type
     need = "needs %s per GPU, %s usable" % (units.format_bytes(row.required_bytes),
                                              units.format_bytes(row.available_bytes))
     keep = dict(request=request, gpu_type=gpus.slurm_type, gpu=row.subject, gpu_count=plan.gpus, plan=plan)

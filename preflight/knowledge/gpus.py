@@ -26,9 +26,10 @@ ECC_STATES = ("on", "off", "none")  # none: the card has no ECC (GeForce); HBM's
 # the lowest share seen (97.1%); others keep more (A100 98.9%, RTX 4090 98.6%, H200 99.6%).
 ESTIMATED_USABLE = 0.97
 GPU_KEYS = {"id", "name", "nvml_names", "segment", "memory_mib", "compute_capability", "ecc", "usable_mib",
-            "usable_source", "source", "fp16_tflops", "memory_gbs", "peaks_source"}
+            "usable_source", "source", "fp16_tflops", "memory_gbs", "peaks_source", "slurm_names"}
 PEAK_KEYS = ("fp16_tflops", "memory_gbs")
 ID_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+SLURM_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 CC_PATTERN = r"^\d+\.\d$"
 
 
@@ -47,6 +48,13 @@ class GpuModel(NamedTuple):
     fp16_tflops: Optional[float] = None  # NVIDIA's dense FP16 tensor-core peak (FP32 accumulation)
     memory_gbs: Optional[float] = None  # NVIDIA's peak memory bandwidth, GB/s
     peaks_source: str = ""
+    slurm_names: Tuple[str, ...] = ()  # GPU types sites give it in Slurm, beyond its id and AutoDetect's name
+
+    def slurm_types(self) -> Tuple[str, ...]:
+        """Every Slurm GPU type that names this GPU: its id (also with "_" for "-"), AutoDetect=nvml's form of each
+        NVML name (lower case, each space "_"), and the site spellings the catalog lists."""
+        names = [self.id, self.id.replace("-", "_")] + [autodetect_name(n) for n in self.nvml_names]
+        return tuple(dict.fromkeys(names + list(self.slurm_names)))
 
     @property
     def memory_bytes(self) -> int:
@@ -112,10 +120,32 @@ def build(entry: Entry, gpu_id: str) -> GpuModel:
     if (peaks["fp16_tflops"] is None) != (peaks["memory_gbs"] is None) or bool(peaks["fp16_tflops"]) != bool(
             peaks_source):
         raise entry.error("datasheet peaks come together: fp16_tflops, memory_gbs and peaks_source (the datasheet)")
+    slurm_names = tuple(entry.string_list("slurm_names"))
+    for name in slurm_names:
+        if not re.match(SLURM_NAME_PATTERN, name):
+            raise entry.error("slurm_names: %r is not a Slurm GPU type as sites write it (lower case letters, digits, "
+                              "'.', '-' or '_')" % name, key="slurm_names")
     return GpuModel(gpu_id, entry.string("name", required=True), memory_mib, cc, entry.string("source", required=True),
                     ecc, min(figures) if figures else None, usable_source, figures,
                     tuple(entry.string_list("nvml_names")), segment, peaks["fp16_tflops"], peaks["memory_gbs"],
-                    peaks_source)
+                    peaks_source, slurm_names)
+
+
+def autodetect_name(nvml_name: str) -> str:
+    """The GPU type Slurm's AutoDetect=nvml gives a GPU: NVML's name lower-cased, each space made "_", nothing
+    else changed (SchedMD/slurm src/plugins/gpu/common/gpu_common.c, gpu_common_underscorify_tolower)."""
+    return nvml_name.lower().replace(" ", "_")
+
+
+def slurm_types(gpus) -> Dict[str, Tuple[str, ...]]:
+    """Slurm GPU type -> the ids of the catalog GPUs it may name (several: a name like a100 that fits more than one
+    variant), for ``gpus`` (GpuModel values)."""
+    found: Dict[str, List[str]] = {}
+    for gpu in gpus:
+        for name in gpu.slurm_types():
+            if gpu.id not in found.setdefault(name, []):
+                found[name].append(gpu.id)
+    return {name: tuple(ids) for name, ids in found.items()}
 
 
 def plain(name: str) -> str:
