@@ -220,7 +220,8 @@ SMOKE = [
     click.option("--repo", "smoke_repo", metavar="PATH", shell_complete=_complete_folders,
                  help="A YOLOv9 checkout: with --workload, measure that workload's training steps there (its own "
                       "models/ and loss) beside plan's estimate. Nothing in it is changed, but its code runs, as "
-                      "you: as root, a checkout another user owns is refused unless --trust-repo."),
+                      "you: as root, a checkout with any file or folder another user could change is refused unless "
+                      "--trust-repo."),
     click.option("--cfg", "smoke_cfg", metavar="PATH",
                  help="With --repo: the model definition to build, as the trainer's --cfg takes it (relative to "
                       "the checkout) [default: models/detect/WORKLOAD.yaml]."),
@@ -231,8 +232,8 @@ SMOKE = [
                  help="With --repo: the dataset YAML whose nc (number of classes) the model is built with, as the "
                       "trainer's --data [default: 80 classes, COCO's]."),
     click.option("--trust-repo", "smoke_trust_repo", is_flag=True,
-                 help="Run --repo's code as root even though another user owns the checkout (as git's "
-                      "safe.directory: whoever owns it decides what root runs)."),
+                 help="Run --repo's code as root even though another user could change some of it (as git's "
+                      "safe.directory: whoever can change it decides what root runs)."),
 ]
 OUTPUT = click.option("--output", metavar="FILE", shell_complete=_complete_files, help="Write to FILE instead of standard output ('-'): a regular "
                       "file is replaced atomically (a link is followed and kept, unless it lies in a folder others can write "
@@ -260,24 +261,20 @@ def _workload(values: Dict[str, Any], profile: str):
                            values.get("instances_per_batch"), values.get("labels"))
 
 
-def _refuse_a_checkout_of_another_user(repo: str) -> None:
-    """Root runs --repo's Python (its models/ and utils/): only a checkout no one but root can change, unless
-    --trust-repo."""
+def _refuse_code_others_can_change(values: Dict[str, Any]) -> None:
+    """Root runs --repo's Python and evaluates its model definition: only a checkout no one but root (or the
+    user who ran sudo) can change, unless --trust-repo."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return
-    for folder in (repo, os.path.join(repo, "models"), os.path.join(repo, "utils")):
-        try:
-            info = os.stat(folder)
-        except FileNotFoundError:
-            continue  # the worker says what a checkout lacks
-        except OSError as exc:
-            raise click.BadParameter("cannot look at %s: %s" % (folder, exc.strerror or exc), param_hint="--repo")
-        if info.st_uid != 0 or info.st_mode & 0o022:
-            who = "user %d owns it" % info.st_uid if info.st_uid != 0 else "others can write it (mode %o)" % (
-                info.st_mode & 0o777)
-            raise click.BadParameter(
-                "%s: %s, and the checkout's code would run as root; run smoke as that user, or add --trust-repo "
-                "if you trust whoever can change it" % (folder, who), param_hint="--repo")
+    from preflight.files import trusted_code
+
+    read = [values.get("smoke_cfg") or "models/detect/%s.yaml" % values["workload"],
+            values.get("smoke_hyp") or "data/hyps/hyp.scratch-high.yaml"] + \
+        ([values["smoke_data"]] if values.get("smoke_data") else [])
+    problem = trusted_code.first_untrusted(values["smoke_repo"], read)
+    if problem:
+        raise click.BadParameter("%s, and the checkout's code would run as root; run smoke as that user, or add "
+                                 "--trust-repo if you trust whoever can change it" % problem, param_hint="--repo")
 
 
 def _smoke(values: Dict[str, Any], command: str):
@@ -304,7 +301,7 @@ def _smoke(values: Dict[str, Any], command: str):
         if values.get("smoke_" + name) and not values.get("smoke_repo"):
             raise click.UsageError("--%s is a file of the checkout the fit measures in: give --repo PATH too" % name)
     if values.get("smoke_repo") and not values.get("smoke_trust_repo"):
-        _refuse_a_checkout_of_another_user(values["smoke_repo"])
+        _refuse_code_others_can_change(values)
     if command == "smoke" and values.get("workload") and not values.get("smoke_repo"):
         raise click.UsageError("--workload is measured in a YOLOv9 checkout (its models/ and loss): give --repo "
                                "PATH, e.g. --repo ~/yolov9 (preflight plan estimates it without one)")

@@ -49,6 +49,11 @@ class WorkloadOptions(_Workload):
                                max_objects, source)
 
 
+# On a CPU the measured fit times the model at a size that cannot exhaust the host (the trainer's batch 16 at
+# --img 640 held 21 GB resident for GELAN-C): what it measures there is time, never GPU memory.
+CPU_FIT_LIMITS = {"batch": 2, "imgsz": 320}
+
+
 class SmokeOptions(NamedTuple):
     """What ``preflight smoke`` (and ``check --smoke``) runs in the job's interpreter: on which device kind and
     GPUs, how much of the free memory the memory test takes, and the workload to measure (with the checkout)."""
@@ -81,6 +86,7 @@ class SmokeOptions(NamedTuple):
                               "batch": workload["batch"], "imgsz": workload["imgsz"],
                               "objects": workload.get("max_objects") or 8,
                               "loss_module": "utils.loss_tal_dual" if dual else "utils.loss_tal",
+                              "cpu_limits": CPU_FIT_LIMITS,
                               # the other tests keep 50 s of a deadline the user shortened; the fit the rest
                               "budget": min(self.fit_budget, max(0.0, request["budget"] - 50.0))}
         return request

@@ -113,5 +113,7 @@ CONDITIONS: Dict[str, Condition] = {c.name: c for c in [
     Condition("smoke_links", "an NCCL all-reduce ran over GPUs whose links (NVLink or PCIe) NVML reports",
               ("smoke", "nvml", "nvml_health"), smoke.has_links),
     Condition("smoke_fit", "a workload was measured (smoke --workload --repo)", ("smoke",), smoke.fit_asked),
+    Condition("smoke_fit_gpu", "the measured fit ran on a GPU (on the CPU it measures time only)", ("smoke",),
+              smoke.fit_measured_memory),
 ] + [Condition("smoke_" + precision, "a tested device runs %s matrix products" % precision, ("smoke",),
                smoke.supports(precision)) for precision in smoke.PRECISIONS]}

@@ -66,7 +66,7 @@ def _measured(facts: SnapshotView, check: str) -> List[Tuple[Dict[str, Any], Dic
         found.append((device, result))
     if not found:
         cut = answer(facts).get("cut")
-        raise Unknown("the deadline cut the active test before the %s check: %s" % (check, cut) if cut else
+        raise Unknown("the active test ended before the %s check: %s" % (check, cut) if cut else
                       "the %s check did not run on any device" % check)
     return found
 
@@ -213,7 +213,7 @@ def train_step(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
     if not failed and not any(isinstance(d.get("train_step"), dict) and "ok" in d["train_step"]
                               for d in devices(facts)):
         cut = answer(facts).get("cut")
-        raise Unknown("the deadline cut the active test before the training step: %s" % cut if cut else
+        raise Unknown("the active test ended before the training step: %s" % cut if cut else
                       "the training step did not run on any device")
     return ("failed" if failed else "ok"), {"smoke_failures": "; ".join(failed) or "none",
                                             "smoke_amp": _amp(facts)}
@@ -232,7 +232,7 @@ def _node_check(facts: SnapshotView, name: str, what: str) -> Dict[str, Any]:
     smoke = answer(facts)
     result = (smoke.get("checks") or {}).get(name)
     if result is None and smoke.get("cut"):
-        raise Unknown("the deadline cut the active test before %s: %s" % (what, smoke["cut"]))
+        raise Unknown("the active test ended before %s: %s" % (what, smoke["cut"]))
     if not isinstance(result, dict) or "skipped" in result:
         raise Unknown("%s did not run (%s)" % (what, (result or {}).get("skipped", "not asked")))
     return result
@@ -318,9 +318,33 @@ def fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
             # The checkout's own imports: its requirements file installs them (never a package guessed from a name).
             details["smoke_requirements"] = shlex.quote(measured["requirements"])
             details["smoke_python"] = shlex.quote(str(answer(facts).get("interpreter") or "python"))
+        if measured.get("repo"):  # the worker's own error: something of the checkout
+            details["smoke_repo"] = shlex.quote(measured["repo"])
+        else:  # the worker was ended while it ran the fit: time or memory, not the checkout
+            details["smoke_ended"] = measured["error"].split(":")[0]  # what ended it; the detail says the rest
         return "failed", details
     points = measured.get("points") or []
+    if not points:
+        raise Unknown("the measured fit measured nothing: %s" % _fit_detail(measured))
+    on_gpu = any("reserved_bytes" in p for p in points)
+    largest = measured.get("largest_batch")
+    return "measured", {"smoke_detail": _fit_detail(measured),
+                        "smoke_points": _fit_points(points),
+                        "smoke_largest": largest if largest is not None else "not measured on this device",
+                        # Memory is compared only where it was measured: on the CPU nothing is set beside the plan.
+                        "smoke_estimate": _estimated(facts, points) if on_gpu else
+                        "not compared: GPU memory is measured on a GPU only"}
 
+
+def _fit_detail(measured: Dict[str, Any]) -> str:
+    return "%s with %s classes on %s at --img %s, in %s s of its %s s budget%s%s" % (
+        measured.get("cfg") or "the model", measured.get("classes", 80), measured.get("device"),
+        measured.get("imgsz"), measured.get("seconds", "?"), measured.get("budget_seconds", "?"),
+        "; bounded on the CPU to %s" % measured["bounded"] if measured.get("bounded") else "",
+        "; %s" % measured["stopped"] if measured.get("stopped") else "")
+
+
+def _fit_points(points: List[Dict[str, Any]]) -> str:
     def said(point: Dict[str, Any]) -> str:
         speed = ("%.3g s per step" % point["seconds_per_step"]) if isinstance(point.get("seconds_per_step"),
                                                                              (int, float)) else ""
@@ -330,19 +354,21 @@ def fit(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:
                                                      units.format_bytes(point["reserved_bytes"]))
         return "%s, %s" % (memory, speed) if speed else memory
 
-    shown = "; ".join("batch %d: %s" % (p["batch"], said(p)) for p in points)
-    largest = measured.get("largest_batch")
-    on_gpu = any("reserved_bytes" in p for p in points)
-    detail = "%s with %s classes on %s at --img %s, in %s s of its %s s budget%s" % (
-        measured.get("cfg") or "the model", measured.get("classes", 80), measured.get("device"), measured.get("imgsz"),
-        measured.get("seconds", "?"), measured.get("budget_seconds", "?"),
-        "; %s" % measured["stopped"] if measured.get("stopped") else "")
-    return "measured", {"smoke_detail": detail,
-                        "smoke_points": shown or "none",
-                        "smoke_largest": largest if largest is not None else "not measured on this device",
-                        # Memory is compared only where it was measured: on the CPU nothing is set beside the plan.
-                        "smoke_estimate": _estimated(facts, points) if on_gpu else
-                        "not compared: GPU memory is measured on a GPU only"}
+    return "; ".join("batch %d: %s" % (p["batch"], said(p)) for p in points) or "none"
+
+
+def fit_measured_memory(facts: SnapshotView) -> Optional[str]:
+    """The fit measured GPU memory: a fit on the CPU measured time only, which is said and not judged (a pass
+    would vouch for memory it did not see). A fit that failed or measured nothing is judged."""
+    measured = (answer(facts).get("checks") or {}).get("fit")
+    if not isinstance(measured, dict) or "error" in measured or "skipped" in measured:
+        return None
+    points = measured.get("points") or []
+    if not points or any("reserved_bytes" in p for p in points):
+        return None
+    return "on %s the fit measures time, not GPU memory, so nothing is judged: %s: %s" % (
+        "the CPU" if str(measured.get("device", "cpu")).startswith("cpu") else measured["device"],
+        _fit_detail(measured), _fit_points(points))
 
 
 def _estimated(facts: SnapshotView, points: List[Dict[str, Any]]) -> str:

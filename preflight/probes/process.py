@@ -10,6 +10,13 @@ Every helper still running is also killed when preflight leaves, on every
 path (``kill_all``): at the deadline while a probe thread is abandoned, on
 SIGTERM/SIGINT, and before ``exec`` replaces preflight with the training
 command, so no helper outlives preflight or becomes the command's child.
+
+A helper that runs code preflight does not control (the active test runs the
+user's checkout) is run with ``whole_tree``: while it runs preflight is a
+subreaper (Linux), so a descendant that leaves the process group with setsid
+and outlives the helper is re-parented to preflight, which kills and reaps it
+with its own descendants. Reading stops shortly after the helper exits even if such a
+leftover still holds its output pipes.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import time
 from typing import Callable, Dict, List, Optional
 
 MAX_OUTPUT = 8 << 20  # bytes a helper may print (stdout and stderr together)
+LEFTOVER_GRACE = 0.5  # seconds output is still read after the helper exited (a leftover may hold its pipes)
+_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 
 _running: Dict[int, subprocess.Popen] = {}
 _lock = threading.Lock()
@@ -41,21 +50,27 @@ class CommandFailed(Exception):
 
 
 def run(argv: List[str], timeout: float, env: Optional[dict] = None, limit: int = MAX_OUTPUT,
-        on_line: Optional[Callable[[str], None]] = None) -> subprocess.CompletedProcess:
+        on_line: Optional[Callable[[str], None]] = None, whole_tree: bool = False) -> subprocess.CompletedProcess:
     """Run ``argv``; CommandTimeout past ``timeout`` (with what it printed so far), CommandFailed if it cannot
-    start or prints too much. ``on_line``: called with each line of standard output as it arrives."""
+    start or prints too much. ``on_line``: called with each line of standard output as it arrives.
+    ``whole_tree``: also end every process it started that left its process group."""
     if timeout <= 0:
         raise CommandTimeout(0)
     deadline = time.monotonic() + timeout
-    child = _start(argv, env, subprocess.PIPE, subprocess.PIPE)
+    adoption = _Adoption() if whole_tree else None
+    child = None
     try:
+        child = _start(argv, env, subprocess.PIPE, subprocess.PIPE)
         stdout, stderr = _read(child, deadline, limit, argv[0], timeout, on_line)
         try:
             child.wait(max(0.05, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise CommandTimeout(timeout)  # closed its output but did not exit
     finally:
-        _finish(child)
+        if child is not None:
+            _finish(child)
+        if adoption is not None:
+            adoption.end()
     return subprocess.CompletedProcess(argv, child.returncode,
                                        stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
 
@@ -65,14 +80,19 @@ def _read(child: subprocess.Popen, deadline: float, limit: int, name: str, timeo
     chunks = {child.stdout: [], child.stderr: []}
     total = 0
     pending = b""  # the start of a stdout line not finished yet
+    exited = None  # when the helper was seen to have exited
     with selectors.DefaultSelector() as selector:
         for stream in chunks:
             selector.register(stream, selectors.EVENT_READ)
         while selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
+            now = time.monotonic()
+            if now >= deadline:
                 raise CommandTimeout(timeout, b"".join(chunks[child.stdout]).decode("utf-8", "replace"))
-            for key, _ in selector.select(left):
+            if exited is None and child.poll() is not None:
+                exited = now
+            if exited is not None and now - exited > LEFTOVER_GRACE:
+                break  # the helper is gone; what still holds its pipes is a leftover, ended by _finish
+            for key, _ in selector.select(min(deadline - now, LEFTOVER_GRACE / 2)):
                 data = os.read(key.fileobj.fileno(), 65536)
                 if not data:
                     selector.unregister(key.fileobj)
@@ -151,6 +171,56 @@ def _start(argv: List[str], env: Optional[dict], stdout, stderr) -> subprocess.P
             raise CommandFailed("cannot run %s: %s" % (argv[0], exc.strerror or exc))
         _running[child.pid] = child
     return child
+
+
+class _Adoption:
+    """While a helper runs, preflight is a subreaper (Linux): its descendants orphaned in that time (one that left
+    the group with setsid, then lost its parent) become preflight's children. ``end`` kills and reaps each of them
+    with its own descendants; children preflight had before, and helpers it runs, are left alone."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.me = psutil.Process()
+        self.before = {child.pid for child in self.me.children()}
+        self.on = _subreaper(True)
+
+    def end(self, patience: float = 2.0) -> None:
+        import psutil
+
+        until = time.monotonic() + patience
+        while time.monotonic() < until:
+            with _lock:
+                ours = self.before | set(_running)
+            try:
+                strays = [child for child in self.me.children() if child.pid not in ours]
+            except psutil.Error:
+                break
+            if not strays:
+                break
+            for stray in strays:
+                try:
+                    tree = [stray] + stray.children(recursive=True)
+                except psutil.Error:
+                    tree = [stray]
+                for member in tree:
+                    try:
+                        member.kill()
+                    except psutil.Error:
+                        pass
+            psutil.wait_procs(strays, timeout=0.2)  # reaps them; their own children come to us next round
+        if self.on:
+            _subreaper(False)
+
+
+def _subreaper(on: bool) -> bool:
+    """Make preflight a subreaper (or no longer one); False where the system has none (the group is killed)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def _finish(child: subprocess.Popen) -> None:

@@ -121,10 +121,10 @@ SMOKE = {
                                           "bus_gbs": "num?", "errors": ["str"]})}),
         "fit": dict(_FAILED, **{
             "?": True, "device": "str?", "missing_module": "str?", "requirements": "str?", "cfg": "str?",
-            "classes": "int?", "budget_seconds": "num?", "seconds": "num?", "stopped": "str?", "imgsz": "int?", "per_image_bytes": "int?", "total_bytes": "int?",
+            "classes": "int?", "budget_seconds": "num?", "seconds": "num?", "stopped": "str?", "bounded": "str?", "repo": "str?", "imgsz": "int?", "per_image_bytes": "int?", "total_bytes": "int?",
             "largest_batch": "int?",
             "points": [{"batch": "int", "loss": "str?", "allocated_bytes": "int?", "reserved_bytes": "int?",
-                        "seconds_per_step": "num?"}]}),
+                        "steps": "int?", "seconds_per_step": "num?"}]}),
     },
 }
 SNAPSHOT = {

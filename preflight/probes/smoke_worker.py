@@ -9,6 +9,13 @@ prints one JSON line with what it measured. Every check catches its own failure 
 that computes wrong results, a cuDNN error, a kernel missing for this GPU), and every check looks at the clock:
 what the budget does not leave time for is reported as not run. preflight kills the whole process group at its
 own deadline, so a hung kernel never hangs preflight. Nothing is written anywhere; GPU memory is given back.
+
+What preflight reads is written to the standard output it was started with, and to nothing else: the worker
+points its own file descriptor 1 at standard error, so whatever the checkout's code or a native library prints
+cannot be taken for an answer. As each test starts and finishes a progress line says so with every result so
+far, and while one runs a heartbeat says what it is doing every few seconds: preflight keeps the last results,
+so whatever ends the worker (SIGKILL, the out-of-memory killer, a crash in native code, the deadline) loses only
+the test that was running, and preflight knows which one that was.
 """
 
 import copy
@@ -16,19 +23,31 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 import traceback
 
 MIB = 1 << 20
+HEARTBEAT = 5.0  # seconds between two "still running" lines while one test runs
+_channel = sys.stdout  # what preflight reads (main() moves it off file descriptor 1)
+_channel_lock = threading.Lock()
+_now = (None, None, "", 0.0)  # the test running: (test, device index, what it is doing, since when)
 
 
 def main(argv):
+    global _channel
     request = json.loads(argv[1])
     started = time.monotonic()
     budget = float(request.get("budget", 50))
 
     def left():
         return budget - (time.monotonic() - started)
+
+    _channel = os.fdopen(os.dup(sys.stdout.fileno()), "w")  # not inherited by what the checkout starts
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    beat = threading.Thread(target=_heartbeat, args=(left,), name="heartbeat")
+    beat.daemon = True
+    beat.start()
 
     report = {"python": sys.version.split()[0], "checks": {}, "devices": [], "errors": []}
     try:
@@ -74,6 +93,7 @@ def main(argv):
             if time.monotonic() >= until:
                 entry[name] = {"skipped": "no time left in the %.0f s budget" % budget}
                 continue
+            _started(report, entry, name, index, left())
             for iteration in range(iterations):  # --iterations: the worst of the repetitions is kept
                 if iteration and (time.monotonic() >= until or "error" in entry[name]):
                     break
@@ -84,14 +104,18 @@ def main(argv):
             _progress(report, entry, name, index, left())
         report["devices"].append(entry)
     if "collective" in checks:
+        _started(report, None, "collective", None, left())
         report["checks"]["collective"] = (_guarded(lambda: _collective(torch, device_kind, indices,
                                                                         left() - fit_budget))
                                           if left() - fit_budget > 5 else {"skipped": "no time left in the budget"})
         _progress(report, None, "collective", None, left())
     if "fit" in checks and request.get("fit"):
+        _started(report, None, "fit", None, left())
         report["checks"]["fit"] = (_guarded(lambda: _fit(torch, device_kind, indices, request["fit"], left()))
                                    if left() > 2 else {"skipped": "no time left in the budget"})
         _note_missing_module(report["checks"]["fit"], request["fit"])
+        if "error" in report["checks"]["fit"]:
+            report["checks"]["fit"]["repo"] = os.path.abspath(request["fit"]["repo"])  # the checkout's problem
         _progress(report, None, "fit", None, left())
     report["seconds"] = round(time.monotonic() - started, 2)
     return _emit(report)
@@ -140,22 +164,71 @@ def _note_missing_module(result, fit):
         result["requirements"] = requirements
 
 
+def _so_far(report, entry):
+    return dict(report, devices=report["devices"] + ([entry] if entry is not None else []))
+
+
+def _started(report, entry, test, index, seconds_left):
+    """A line as a test starts, with every result so far: if the worker ends during the test, preflight knows
+    which test that was and keeps the others."""
+    global _now
+    _now = (test, index, "", time.monotonic())
+    _write({"progress": {"test": test, "device": index, "status": "started", "resident_bytes": _resident(),
+                         "seconds_left": round(max(0.0, seconds_left), 1)}, "so_far": _so_far(report, entry)})
+
+
+def _doing(what):
+    """What the running test does now, for the heartbeat."""
+    global _now
+    _now = (_now[0], _now[1], what, _now[3])
+
+
 def _progress(report, entry, test, index, seconds_left):
     """A line as each test finishes: which, on which device, how it ended, the time left, and every result so far
     (preflight keeps the last one: a deadline then loses only the test it cut)."""
-    done = dict(report, devices=report["devices"] + ([entry] if entry is not None else []))
+    global _now
+    _now = (None, None, "", 0.0)
     result = entry.get(test) if entry is not None else report["checks"].get(test)
     status = ("error" if "error" in result else "skipped" if "skipped" in result else "done") \
         if isinstance(result, dict) else "done"
-    sys.stdout.write(json.dumps({"progress": {"test": test, "device": index, "status": status,
-                                              "seconds_left": round(max(0.0, seconds_left), 1)},
-                                 "so_far": done}) + "\n")
-    sys.stdout.flush()
+    _write({"progress": {"test": test, "device": index, "status": status,
+                         "seconds_left": round(max(0.0, seconds_left), 1)}, "so_far": _so_far(report, entry)})
+
+
+def _heartbeat(left):
+    """While a test has run HEARTBEAT seconds or more, a line every HEARTBEAT seconds: which, what it is doing,
+    for how long, the worker's resident memory (what the out-of-memory killer looks at) and the time left."""
+    last = 0.0
+    while True:
+        time.sleep(1.0)
+        test, index, doing, since = _now
+        now = time.monotonic()
+        if test is None or now - since < HEARTBEAT or now - last < HEARTBEAT:
+            continue
+        last = now
+        _write({"progress": {"test": test, "device": index, "status": "running", "doing": doing,
+                             "seconds": round(now - since), "resident_bytes": _resident(),
+                             "seconds_left": round(max(0.0, left()), 1)}})
+
+
+def _resident():
+    """This process's resident memory in bytes (Linux), else None."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _write(message):
+    line = json.dumps(message) + "\n"
+    with _channel_lock:
+        _channel.write(line)
+        _channel.flush()
 
 
 def _emit(report):
-    sys.stdout.write(json.dumps(report) + "\n")
-    sys.stdout.flush()
+    _write(report)
     return 0
 
 
@@ -472,13 +545,24 @@ def _fit(torch, kind, indices, fit, time_left):
             return {"error": "cannot read nc (the number of classes) from %s: %s" % (data, _one_line(exc))}
     started = time.monotonic()
     budget = float(fit.get("budget") or time_left)
+    cuda = kind == "cuda"
+    imgsz, batch = int(fit["imgsz"]), int(fit["batch"])
+    bounded = None
+    if not cuda:  # time only: at a size that cannot exhaust the host's memory (the trainer's would, at 640)
+        limits = fit.get("cpu_limits") or {}
+        small_batch = min(batch, int(limits.get("batch", batch)))
+        small_imgsz = min(imgsz, int(limits.get("imgsz", imgsz)))
+        if (small_batch, small_imgsz) != (batch, imgsz):
+            bounded = "batch %d at --img %d (asked: batch %d at --img %d)" % (small_batch, small_imgsz, batch, imgsz)
+            batch, imgsz = small_batch, small_imgsz
+    _doing("building the model from %s" % fit["cfg"])
     sys.path.insert(0, repo)
     from models.yolo import (
         Model,  # the checkout's own code: what the trainer would build
     )
 
     loss_module = __import__(fit.get("loss_module", "utils.loss_tal"), fromlist=["ComputeLoss"])
-    device = torch.device(kind, indices[0]) if kind == "cuda" else torch.device("cpu")
+    device = torch.device(kind, indices[0]) if cuda else torch.device("cpu")
     model = Model(cfg, ch=3, nc=classes).to(device)
     model.hyp = _hyp(os.path.join(repo, fit.get("hyp") or "data/hyps/hyp.scratch-high.yaml"))
     # The trainer keeps an exponential moving average of the weights (ModelEMA, a full copy on the GPU): counted.
@@ -487,22 +571,26 @@ def _fit(torch, kind, indices, fit, time_left):
         parameter.requires_grad_(False)
     compute_loss = loss_module.ComputeLoss(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.937, nesterov=True)
-    cuda = device.type == "cuda"
     scaler = _scaler(torch, enabled=cuda)
-    imgsz, batch = int(fit["imgsz"]), int(fit["batch"])
     objects = int(fit.get("objects", 8))
+    steps = int(fit.get("steps", 2))
     measured = []
     stopped = None
+    last = None  # (batch, seconds) of the latest step: what the next one will take, scaled by its batch
     for size in sorted({max(1, batch // 2), batch}):
-        if time.monotonic() - started > budget:
-            stopped = "its %.0f s budget ended before batch %d" % (budget, size)
-            break
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(device)
-        began = time.monotonic()
-        steps = int(fit.get("steps", 2))
-        for _ in range(steps):
+        times = []
+        for step in range(steps):
+            expected = last[1] * size / float(last[0]) if last else 0.0
+            if time.monotonic() - started + expected > budget:
+                stopped = ("its %.0f s budget ended before batch %d's step %d" % (budget, size, step + 1) if not last
+                           else "batch %d's step %d would take about %.0f s (a step of batch %d took %.1f s) and "
+                           "end after its %.0f s budget" % (size, step + 1, expected, last[0], last[1], budget))
+                break
+            _doing("batch %d at --img %d, step %d of %d" % (size, imgsz, step + 1, steps))
+            began = time.monotonic()
             images = torch.rand(size, 3, imgsz, imgsz, device=device)
             targets = _targets(torch, size, objects, device)
             optimizer.zero_grad(set_to_none=True)
@@ -516,16 +604,24 @@ def _fit(torch, kind, indices, fit, time_left):
                 for kept, current in zip(ema.state_dict().values(), model.state_dict().values()):
                     if kept.dtype.is_floating_point:
                         kept.mul_(0.9999).add_(current.detach(), alpha=0.0001)
-        _sync(torch, device)
-        point = {"batch": size, "loss": "%.4g" % float(loss.detach().float().sum()),
-                 "seconds_per_step": round((time.monotonic() - began) / max(1, steps), 4)}
+            _sync(torch, device)
+            times.append(time.monotonic() - began)
+            last = (size, times[-1])
+        if not times:
+            break
+        point = {"batch": size, "loss": "%.4g" % float(loss.detach().float().sum()), "steps": len(times),
+                 "seconds_per_step": round(sum(times) / len(times), 4)}
         if cuda:
             torch.cuda.synchronize(device)
             point["allocated_bytes"] = int(torch.cuda.max_memory_allocated(device))
             point["reserved_bytes"] = int(torch.cuda.max_memory_reserved(device))
         measured.append(point)
+        if stopped:
+            break
     result = {"points": measured, "device": str(device), "imgsz": imgsz, "cfg": fit["cfg"], "classes": classes,
               "budget_seconds": round(budget, 1), "seconds": round(time.monotonic() - started, 2)}
+    if bounded:
+        result["bounded"] = bounded
     if stopped:
         result["stopped"] = stopped
     if cuda and len(measured) == 2:
