@@ -731,10 +731,11 @@ def _build_fleet() -> click.Command:
     @click.option("--baseline", metavar="NODE|FILE",
                   help="A known-good node (its name among the files read) or its report or snapshot file: list the "
                        "facts on which each node differs from it.")
-    @click.option("--nodes", "nodes_of", metavar="RULE[:GROUP]",
+    @click.option("--nodes", "nodes_of", metavar="RULE[:GROUP]", multiple=True,
                   help="Print only the folded list of the nodes RULE fails or warns on (GROUP: those given its Nth "
                        "fix, as the report numbers them), to paste into scontrol or pdsh; empty when no node has it. "
-                       "Exit 0, or 2 when RULE is not a rule of the nodes read.")
+                       "Given several times, from one read of the files: a line 'RULE[:GROUP] LIST' for each. "
+                       "Exit 0, or 2 when a RULE is not a rule of the nodes read.")
     @click.option("--jobs", type=click.IntRange(1, 256), metavar="N", help="Processes that read and judge the files of a folder or list "
                   "of 200 or more [default: the CPUs preflight may use, at most 8; 1: all in this process].")
     @click.option("--format", "output_format", type=click.Choice(format_names("fleet")),
@@ -750,7 +751,8 @@ def _build_fleet() -> click.Command:
         gpu-b[001-040,044]), and the drift."""
         from preflight.commands import fleet as command
 
-        return command.main(options, list(paths), baseline, _shown(output_format, output), _warn, nodes_of, jobs)
+        return command.main(options, list(paths), baseline, _shown(output_format, output), _warn, list(nodes_of),
+                            jobs)
     return fleet
 
 

@@ -153,9 +153,18 @@ def test_retry_gives_up_at_the_timeout():
     assert completed.stderr.count("checking again in 0.5s") >= 2
 
 
-def test_a_missing_command_and_bad_durations():
+def test_a_missing_command_and_bad_durations(tmp_path):
     completed = run_cli(*PASSING, "no-such-command-xyz")
     assert completed.returncode == 127 and "cannot start 'no-such-command-xyz': no such command" in completed.stderr
+    # Found out before the checks, not after them: even failing checks do not run first.
+    completed = run_cli(*FAILING, "no-such-command-xyz")
+    assert completed.returncode == 127 and "FAIL" not in completed.stderr and "preflight: not starting" not in \
+        completed.stderr, completed.stderr
+    assert run_cli(*PASSING, "/nonexistent/train.sh").returncode == 127
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    completed = run_cli(*PASSING, str(script))
+    assert completed.returncode == 126 and "not executable" in completed.stderr
     assert run_cli("exec", "--retry-timeout", "soon", *PASSING[1:], "true").returncode == 2
     assert run_cli("exec", "--profile", "node").returncode == 2  # no command
 

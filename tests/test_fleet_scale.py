@@ -62,8 +62,11 @@ def test_nodes_are_grouped_by_their_own_fix_with_their_gpus(reports):
     assert ecc["nodes"] == [{"node": "gpu-c01", "subjects": ["gpu1"]}] and "ECC" in ecc["example"]
     assert "-i 5" not in " ".join(ecc["fix"]["commands"])  # the ECC node's own fix, not the lost GPU's
     text = run_cli("fleet", str(reports)).stdout
-    assert "gpu.health fails on 5 nodes" in text and "nodes: gpu-b[001-003,044]" in text
-    assert "gpu5 on: gpu-b[001-003,044]" in text and "fix 2 of 2, for 1 node:" in text
+    assert "gpu.health fails on 5 nodes" in text and "fix 2 of 2, for 1 node:" in text
+    # Each group: its example, its fix, then its nodes, each in one list (per GPU where the rule names one).
+    group = text.split("fix 1 of 2, for 4 nodes:", 1)[1].split("fix 2 of 2", 1)[0]
+    assert group.count("gpu-b[001-003,044]") == 1 and "gpu5 on: gpu-b[001-003,044]" in group, group
+    assert group.index("e.g. ") < group.index("fix: ") < group.index("$ ") < group.index("gpu5 on: "), group
     assert lost["nodes_folded"] == "gpu-b[001-003,044]" and lost["subjects_folded"] == [
         {"subject": "gpu5", "nodes_folded": "gpu-b[001-003,044]"}]
 
@@ -290,19 +293,54 @@ def test_every_node_list_parses_back_whole_from_text_json_html_and_nodes(scatter
     assert [(s["subject"], set(NodeSet(s["nodes_folded"]))) for s in group["subjects_folded"]] == [("gpu5", bad)]
     text = run_cli("fleet", "-", stdin=stream, env={"COLUMNS": "80"}).stdout
     assert "more characters" not in text and " more" not in text.split("DRIFT")[0]
-    for label in ("nodes: ", "gpu5 on: "):
-        assert set(NodeSet(_text_node_list(text, label))) == bad
+    assert set(NodeSet(_text_node_list(text, "gpu5 on: "))) == bad
+    assert "    nodes: " not in text.split("DRIFT")[0]  # the same names once, not twice
     longest = max(len(line) for line in text.splitlines() if "[" in line and "]" in line and "e.g." not in line)
     assert longest <= 80, longest  # broken between ranges, never inside a name
     page = run_cli("fleet", "-", "--format", "html", stdin=stream).stdout
     import re
 
-    lists = re.findall(r'<code class="nodes">([^<]*)</code>', page)
-    assert set(NodeSet(lists[0])) == bad
+    lists = re.findall(r'<code class="nodes">(.*?)</code>', page)
+    assert len(lists) == 1 and set(NodeSet(lists[0].replace("<wbr>", ""))) == bad
+    assert "<wbr>" in lists[0]  # the page may wrap it between ranges
     pasted = run_cli("fleet", "-", "--nodes", "gpu.health", stdin=stream)
     assert pasted.returncode == 0 and pasted.stdout.count("\n") == 1 and set(NodeSet(pasted.stdout.strip())) == bad
     one_group = run_cli("fleet", "-", "--nodes", "gpu.health:1", stdin=stream)
     assert set(NodeSet(one_group.stdout.strip())) == bad
+
+
+@pytest.mark.slow
+def test_a_long_node_list_wraps_on_the_page_after_its_fix_in_a_real_browser(scattered, tmp_path):
+    """700 scattered nodes of 3,000: in Chromium at 1,000 pixels wide, the group's fix comes before its node list,
+    and the list wraps inside the page (between ranges) instead of running off it on one line."""
+    from test_fleet import _browser
+
+    path, bad = scattered
+    page_file = tmp_path / "fleet.html"
+    completed = run_cli("fleet", "-", "--format", "html", "--output", str(page_file), stdin=path.read_text())
+    assert completed.returncode == 1, completed.stderr
+    sync_playwright, executable = _browser()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 800})
+            page.goto(page_file.as_uri())
+            page.locator("details.failure").first.evaluate("d => d.open = true")
+            listed = page.locator("details.failure code.nodes").first
+            box = listed.bounding_box()
+            assert box["x"] + box["width"] <= 1000 and box["height"] > 100, box  # wrapped, many lines tall
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1000
+            from ClusterShell.NodeSet import NodeSet
+
+            assert set(NodeSet(listed.text_content())) == bad  # the wrap points add nothing to a copy
+            order = page.evaluate("""() => {
+                const group = document.querySelector('details.failure .group');
+                const text = group.innerText;
+                return [text.indexOf('Fix:'), text.indexOf('$ '), text.indexOf('gpu5 on: ')];
+            }""")
+            assert 0 <= order[0] < order[1] < order[2], order
+        finally:
+            browser.close()
 
 
 def test_nodes_names_a_rule_of_the_fleet_or_says_which_are(scattered):
@@ -315,6 +353,13 @@ def test_nodes_names_a_rule_of_the_fleet_or_says_which_are(scattered):
     assert no_group.returncode == 2 and "gpu.health has no group 7" in no_group.stderr
     healthy = run_cli("fleet", "-", "--nodes", "nvml.init", stdin=stream)  # a rule every node passes
     assert healthy.returncode == 0 and healthy.stdout == "\n"
+    # Several rules from one read: a line each, the rule first.
+    both = run_cli("fleet", "-", "--nodes", "gpu.health", "--nodes", "gpu.health:1", "--nodes", "nvml.init",
+                   stdin=stream)
+    alone = run_cli("fleet", "-", "--nodes", "gpu.health", stdin=stream).stdout.strip()
+    assert both.returncode == 0 and both.stdout == "gpu.health %s\ngpu.health:1 %s\nnvml.init \n" % (alone, alone)
+    bad = run_cli("fleet", "-", "--nodes", "gpu.health", "--nodes", "gpu.helth", stdin=stream)
+    assert bad.returncode == 2 and bad.stdout == ""  # nothing written when one of them is wrong
 
 
 def test_a_report_kept_under_slurm_names_the_node_as_slurm_does(tmp_path):
@@ -406,3 +451,63 @@ def test_a_stopped_fleet_leaves_no_worker_behind(many_snapshots, how):
     assert code == (143 if how.startswith("SIGTERM") else 130), (code, started.stderr.read())
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, "workers left behind: %s" % [w.pid for w in alive]
+
+
+def _kill_workers(folder, rounds: int):
+    """Run fleet --jobs 2 over ``folder`` and SIGKILL one of its workers ``rounds`` times (each round a worker
+    of the fresh pool), as the out-of-memory killer would: the fleet's exit code, seconds and JSON document."""
+    import os
+    import signal
+    import sys
+
+    import psutil
+
+    out = folder.parent / ("fleet-%d.json" % rounds)
+    started = time.monotonic()
+    running = subprocess.Popen([sys.executable, "-m", "preflight", "fleet", str(folder), "--jobs", "2", "--format",
+                                "json", "--output", str(out)], stderr=subprocess.PIPE)
+    parent, killed, seen = psutil.Process(running.pid), set(), set()
+    while len(killed) < rounds and running.poll() is None and time.monotonic() - started < 60:
+        workers = [child for child in parent.children() if child.pid not in seen]  # the newest pool's
+        if workers:
+            time.sleep(0.2)  # at work on its files
+            seen |= {child.pid for child in parent.children()}  # the next kill: a worker of a later pool
+            workers[0].send_signal(signal.SIGKILL)
+            killed.add(workers[0].pid)
+        time.sleep(0.02)
+    assert len(killed) == rounds, "the fleet ended before %d workers could be killed" % rounds
+    code = running.wait(60)  # a hang fails here
+    return code, time.monotonic() - started, json.loads(out.read_text()), running.stderr.read().decode()
+
+
+def test_killed_workers_cost_no_file_and_no_wait(many_snapshots):
+    """SIGKILL to a worker while it judges (once, and again to a worker of the ones started after): every file
+    is still judged, none waited on (the stdlib pools wait forever when a worker dies in the middle of
+    answering)."""
+    for rounds in (1, 2, 3):
+        code, seconds, document, stderr = _kill_workers(many_snapshots, rounds)
+        assert code == 1 and document["summary"]["nodes"] == 2000 and document["unreadable"] == [], stderr
+
+
+def _judge_or_die(path):
+    import os
+    import signal
+
+    if path == "poison":
+        os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would, on every try
+    return path.upper()
+
+
+def test_a_file_that_kills_every_worker_judging_it_costs_only_itself():
+    from preflight.fleet.workers import Workers
+
+    names = ["f%03d" % number for number in range(100)]
+    names[37] = "poison"
+    workers = Workers(3, _judge_or_die, lambda: None, lambda path, why: ("lost", path, why), chunk=8)
+    started = time.monotonic()
+    results = list(workers.judged(names))
+    assert time.monotonic() - started < 30
+    assert results[:37] == [name.upper() for name in names[:37]] and results[38:] == [n.upper() for n in names[38:]]
+    assert results[37] == ("lost", "poison", "killed by signal 9 (SIGKILL: the out-of-memory killer ends a "
+                                             "process so)")
+    assert workers.busy == {}  # every worker ended

@@ -15,11 +15,11 @@ ESCAPES = "\x1b]0;owned\x07\x1b[2J"  # retitle the terminal, clear the screen
 HOST = "gpu-01" + ESCAPES + "\n# Injected heading\u202e"
 
 
-def _report(tmp_path, name: str, host: str, message: str, command: str = "nvidia-smi") -> None:
+def _report(tmp_path, name: str, host: str, message: str, command: str = "nvidia-smi", subject: str = "gpu0") -> None:
     (tmp_path / name).write_text(json.dumps({
         "schema": "preflight.report/1", "ok": False, "host": host, "inventory": {},
         "results": [{"id": "gpu.health", "title": "GPU is healthy", "status": "fail", "severity": "error",
-                     "subject": "gpu0", "message": message, "observed": None, "expected": "healthy",
+                     "subject": subject, "message": message, "observed": None, "expected": "healthy",
                      "fix": {"title": "Drain " + ESCAPES, "steps": ["step\x1b[8m hidden"], "commands": [command]}}]}))
 
 
@@ -29,6 +29,7 @@ def _no_raw_controls(text: str) -> None:
 
 def test_fleet_text_and_markdown_show_escapes_instead_of_acting_on_them(tmp_path):
     _report(tmp_path, "a.json", HOST, "ECC " + ESCAPES, "nvidia-smi -r \x1b[2J")
+    _report(tmp_path, "b.json", "gpu-02", "ECC", subject="gpu1" + ESCAPES)  # a GPU's name labels its node list
     for output_format in ("text", "markdown"):
         completed = run_cli("fleet", str(tmp_path), "--format", output_format)
         assert completed.returncode == 1, completed.stderr
@@ -39,7 +40,7 @@ def test_fleet_text_and_markdown_show_escapes_instead_of_acting_on_them(tmp_path
                        for line in completed.stdout.splitlines())
     markdown = run_cli("fleet", str(tmp_path), "--format", "markdown").stdout
     # A node list is a code span (pasted as it is): the name's newline shown as \x0a, inside the span.
-    assert "nodes: `gpu-01\\x1b]0;owned\\x07\\x1b[2J\\x0a# Injected heading" in markdown, markdown
+    assert "gpu0 on: `gpu-01\\x1b]0;owned\\x07\\x1b[2J\\x0a# Injected heading" in markdown, markdown
 
 
 def test_fleet_csv_neutralises_formulas(tmp_path):

@@ -17,7 +17,10 @@ def main(options: CheckOptions, command: Sequence[str], shown: OutputOptions, wa
          fail_exit_code: int = ExitCode.EXEC_BLOCKED, termination_log: str = entrypoint.TERMINATION_LOG,
          verbose: bool = False, kept: common.Keep = common.Keep()) -> int:
     """Exit code: the command's own once it runs; ``fail_exit_code`` (78) when the checks keep it from starting;
-    126/127 when it cannot start."""
+    126/127 when it cannot start (found out before the checks)."""
+    unstartable = entrypoint.cannot_start(command, log)
+    if unstartable is not None:
+        return unstartable
     if entrypoint.skip_requested(os.environ):
         log("preflight: %s is set: checks skipped; starting %s" % (entrypoint.SKIP_VARIABLE, " ".join(command)))
         return entrypoint.become(command, log)

@@ -3,7 +3,7 @@
 Snapshots are evaluated here with the rules and options of ``check`` (profile, --rules, --set, --select and
 --ignore, the site configuration); reports are taken as they were judged where they ran, keeping only the
 rules --select and --ignore choose. The files of a folder are read and judged by worker processes (--jobs; each
-file once, in order, the fleet's aggregate kept here), URLs and standard input here.
+file once, in order, the fleet's aggregate kept here; fleet/workers.py), URLs and standard input here.
 
 Exit codes: 0 every node read is OK (warnings allowed, unless --strict); 1 a node fails; 2 nothing could be
 read (or bad options).
@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 from preflight.commands import common, pipeline, site
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode, FactsFileError, PreflightError
 from preflight.fleet import read
 from preflight.fleet.aggregate import BASELINE_SECTIONS, Fleet, fingerprint, kept
+from preflight.fleet.workers import Workers
 
 
 class Evaluator:
@@ -137,10 +138,13 @@ def _judge_file(path: str) -> Union[NodeInput, read.Unreadable]:
     return _WORKER["evaluator"].node(document, _WORKER["comparing"])
 
 
+def _lost(path: str, why: str) -> read.Unreadable:
+    return read.Unreadable(path, "not read: the worker process judging it ended abruptly twice, the last time %s; "
+                                 "--jobs 1 reads every file in preflight's own process" % why)
+
+
 def run(options: CheckOptions, paths: List[str], warn: common.Warn = None, baseline: Optional[str] = None,
         jobs: int = 1) -> Fleet:
-    import multiprocessing
-
     evaluator = Evaluator(options, warn)
     if baseline is not None and os.path.isfile(baseline):
         fleet = Fleet(baseline=baseline_file(baseline))
@@ -148,13 +152,12 @@ def run(options: CheckOptions, paths: List[str], warn: common.Warn = None, basel
         fleet = Fleet(baseline_node=baseline)
     comparing = baseline is not None
     _WORKER.update(evaluator=evaluator, comparing=comparing)  # a forked worker starts with this copy
-    pools: List[Any] = []
+    parent = os.getpid()
+    workers = Workers(jobs, _judge_file, lambda: _start_worker(parent), _lost, CHUNK)
 
     def judged(names: List[str]) -> Iterator[Union[NodeInput, read.Unreadable]]:
         if jobs > 1 and len(names) >= PARALLEL_FROM:
-            if not pools:
-                pools.append(multiprocessing.get_context("fork").Pool(jobs, _start_worker, (os.getpid(),)))
-            return pools[0].imap(_judge_file, names, CHUNK)
+            return workers.judged(names)
         return map(_judge_file, names)
 
     try:
@@ -165,13 +168,8 @@ def run(options: CheckOptions, paths: List[str], warn: common.Warn = None, basel
                 fleet.add_unreadable(entry.path, entry.reason)
             else:
                 fleet.add(*entry)
-    except BaseException:  # stopped (Ctrl-C, an error): the workers' work is no longer wanted
-        for pool in pools:
-            pool.terminate()
-        raise
-    for pool in pools:  # every result is in: the workers leave on their own
-        pool.close()
-        pool.join()
+    finally:  # done, or stopped (Ctrl-C, an error): the workers' work is no longer wanted
+        workers.stop()
     return fleet
 
 
@@ -210,7 +208,7 @@ def baseline_file(path: str) -> dict:
 
 
 def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown: OutputOptions,
-         warn: common.Warn = None, nodes_of: Optional[str] = None, jobs: Optional[int] = None) -> int:
+         warn: common.Warn = None, nodes_of: Sequence[str] = (), jobs: Optional[int] = None) -> int:
     from preflight.files.output import emit
     from preflight.render import formats
     from preflight.render.fleet import FleetView
@@ -221,8 +219,10 @@ def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown
         raise PreflightError("nothing could be read from %s (%s)" % (", ".join(paths), reasons),
                              "give reports (check --format json) or facts snapshots (preflight facts), or folders of "
                              "them")
-    if nodes_of is not None:
-        emit(node_list(fleet, nodes_of) + "\n", shown.output)
+    if nodes_of:
+        lists = [node_list(fleet, wanted) for wanted in nodes_of]  # every one checked before anything is written
+        emit("".join("%s\n" % folded if len(nodes_of) == 1 else "%s %s\n" % (wanted, folded)
+                     for wanted, folded in zip(nodes_of, lists)), shown.output)
         return ExitCode.OK
     against = fleet.against()
     if baseline and against is None:

@@ -12,7 +12,7 @@ import shlex
 import stat
 import sys
 import time
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from preflight.errors import ExitCode, PreflightError
 from preflight.report import Report
@@ -137,6 +137,30 @@ def write_termination_message(path: str, line: str, log: Callable[[str], None], 
         return False
     finally:
         os.close(folder)
+
+
+def cannot_start(command: Sequence[str], log: Callable[[str], None]) -> Optional[int]:
+    """127 or 126 (said) when ``command`` could not be started as execvp would look for it, else None: checked
+    before the checks, so that a command that does not exist is not found out only after them."""
+    import shutil
+
+    if not command or not command[0]:
+        log("preflight: cannot start an empty command name")
+        return ExitCode.NOT_FOUND
+    name = command[0]
+    if "/" in name:
+        if not os.path.exists(name):
+            log("preflight: cannot start %r: no such file" % name)
+            return ExitCode.NOT_FOUND
+        if os.path.isdir(name) or not os.access(name, os.X_OK):
+            log("preflight: cannot start %r: %s" % (name, "a folder" if os.path.isdir(name) else
+                                                      "not executable (chmod +x, or name its interpreter first)"))
+            return ExitCode.CANNOT_RUN
+        return None
+    if shutil.which(name) is None:
+        log("preflight: cannot start %r: no such command (PATH=%s)" % (name, os.environ.get("PATH", os.defpath)))
+        return ExitCode.NOT_FOUND
+    return None
 
 
 def become(command: Sequence[str], log: Callable[[str], None]) -> int:

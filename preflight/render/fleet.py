@@ -91,9 +91,9 @@ def as_text(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[s
     fitted: List[str] = []
     for line in lines:
         if isinstance(line, NodeList):  # whole, broken only between ranges: every line pastes as it is
-            chunks = hostlist.lines(printable(line.folded), max(20, columns - len(line.label)))
-            fitted += [(line.label if index == 0 else " " * len(line.label)) + chunk
-                       for index, chunk in enumerate(chunks)]
+            label = printable(line.label)
+            chunks = hostlist.lines(printable(line.folded), max(20, columns - len(label)))
+            fitted += [(label if index == 0 else " " * len(label)) + chunk for index, chunk in enumerate(chunks)]
             continue
         stripped = line.lstrip()
         indent = line[:len(line) - len(stripped)]
@@ -102,6 +102,18 @@ def as_text(fleet: Fleet, baseline: Optional[str], against: Optional[List[Dict[s
         else:
             fitted += wrap(stripped, columns, indent, indent + "  ")
     return "\n".join(fitted).rstrip() + "\n"
+
+
+def node_lists(group: Dict[str, Any]) -> List[tuple]:
+    """(label, folded list) of a group's nodes, each node in one list: per GPU (subject) where the rule names
+    one ("gpu5 on"), and the nodes it fails on as a whole ("nodes") where it names none."""
+    without = [node["node"] for node in group.get("nodes") or [] if not node.get("subjects")]
+    lists = [("%s on" % on["subject"], on["nodes_folded"]) for on in group["subjects_folded"]]
+    if not lists:
+        return [("nodes", group["nodes_folded"])]
+    if without:
+        lists.append(("other nodes", hostlist.fold(without)))
+    return lists
 
 
 class NodeList(NamedTuple):
@@ -140,15 +152,13 @@ def _text_lines(fleet: Fleet, baseline: Optional[str], against: Optional[List[Di
                     lines.append("    fix %d of %d, for %d node%s:" % (number, len(groups), group["count"],
                                                                     "" if group["count"] == 1 else "s"))
                 lines.append("    e.g. %s" % v(group["example"]))
-                lines.append(_nodes("    nodes: ", group["nodes_folded"], markdown))
-                for on in group["subjects_folded"]:
-                    lines.append(_nodes("    %s on: " % on["subject"], on["nodes_folded"], markdown))
                 fix = group.get("fix")
-                if fix:
+                if fix:  # what to do before whom to do it on: a list of thousands of names comes last
                     lines.append("    fix: %s" % v(fix.get("title")))
                     lines += ["      - %s" % v(step) for step in fix.get("steps") or []]
                     lines += ["      $ %s" % (("`%s`" % printable(command).replace("`", "'")) if markdown else command)
                               for command in fix.get("commands") or []]
+                lines += [_nodes("    %s: " % v(label), folded, markdown) for label, folded in node_lists(group)]
             if entry.get("consequences"):
                 lines.append("    also made unknown on the same GPUs (counted here, not on their own): %s" % v(
                     ", ".join("%s (%d node%s)" % (c["rule"], c["nodes"], "" if c["nodes"] == 1 else "s")

@@ -13,6 +13,7 @@ from typing import Any, Dict, List
 
 from preflight import __version__
 from preflight.fleet.aggregate import DRIFT_WORDS, Fleet
+from preflight.render.fleet import node_lists
 
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
@@ -69,6 +70,11 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _folded(folded: str) -> str:
+    """A folded node list that wraps on the page between its ranges (never inside a name) and copies whole."""
+    return _e(folded).replace(",", ",<wbr>")
+
+
 def _anchor(rule: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in rule)
 
@@ -107,17 +113,16 @@ def _failures(entries: List[Dict[str, Any]], kind: str) -> List[str]:
             fix = group.get("fix") or {}
             steps = "".join("<li>%s</li>" % _e(step) for step in fix.get("steps") or [])
             commands = "\n".join("$ %s" % command for command in fix.get("commands") or [])
-            gpus = "".join('<li>%s on <code class="nodes">%s</code></li>' % (_e(on["subject"]), _e(on["nodes_folded"]))
-                           for on in group["subjects_folded"])
+            lists = "".join('<li>%s: <code class="nodes">%s</code></li>' % (_e(label), _folded(folded))
+                            for label, folded in node_lists(group))
             groups.append(
-                '<div class="group" id="%s"><p>%s<b>%d node%s</b>: <code class="nodes">%s</code></p>%s<p>e.g. %s</p>'
-                '%s%s%s</div>' % (
+                '<div class="group" id="%s"><p>%s<b>%d node%s</b></p><p>e.g. %s</p>%s%s%s<ul>%s</ul></div>' % (
                     _group_id(entry["rule"], len(groups) + 1, kind),
                     "Fix %d of %d, " % (len(groups) + 1, len(entry["groups"])) if len(entry["groups"]) > 1 else "",
-                    group["count"], "" if group["count"] == 1 else "s", _e(group["nodes_folded"]),
-                    "<ul>%s</ul>" % gpus if gpus else "", _e(group["example"]),
+                    group["count"], "" if group["count"] == 1 else "s", _e(group["example"]),
                     "<p>Fix: <b>%s</b></p>" % _e(fix["title"]) if fix.get("title") else "",
-                    "<ol>%s</ol>" % steps if steps else "", "<pre>%s</pre>" % _e(commands) if commands else ""))
+                    "<ol>%s</ol>" % steps if steps else "", "<pre>%s</pre>" % _e(commands) if commands else "",
+                    lists))
         consequences = ", ".join("%s (%d node%s)" % (c["rule"], c["nodes"], "" if c["nodes"] == 1 else "s")
                                  for c in entry.get("consequences") or [])
         out.append(
