@@ -16,6 +16,8 @@ import signal
 from multiprocessing.connection import wait
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+from preflight.probes.process import ended_by
+
 Task = Tuple[int, List[str]]  # the index of its first file among the names, and the paths
 
 
@@ -112,11 +114,6 @@ def _serve(connection: Any, start: Callable[[], None], judge: Callable[[str], An
 
 
 def _ended(exitcode: Optional[int]) -> str:
-    if exitcode is not None and exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = "signal %d" % -exitcode
-        return "killed by signal %d (%s%s)" % (-exitcode, name, ": the out-of-memory killer ends a process so"
-                                               if name == "SIGKILL" else "")
-    return "it exited with status %s" % exitcode
+    said = ended_by(exitcode)
+    return said + ": the out-of-memory killer ends a process so" if exitcode == -getattr(signal, "SIGKILL", 0) \
+        else said

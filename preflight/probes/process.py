@@ -108,6 +108,17 @@ def _read(child: subprocess.Popen, deadline: float, limit: int, name: str, timeo
     return b"".join(chunks[child.stdout]), b"".join(chunks[child.stderr])
 
 
+def ended_by(returncode: Optional[int]) -> str:
+    """How a process ended, in words: 'killed by signal 9 (SIGKILL)', 'exited with status 3'."""
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "an unknown signal"
+        return "killed by signal %d (%s)" % (-returncode, name)
+    return "exited with status %s" % returncode
+
+
 def kill_all() -> None:
     """Kill every helper's process group, wait (briefly) until each helper is gone, and start no more: preflight is
     leaving, and what it leaves next (exec's command) must not find a helper still dying."""

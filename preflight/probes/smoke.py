@@ -162,20 +162,16 @@ _SIGNALS = {getattr(signal, name): said for name, said in (
 
 def _ended_by(returncode: int, stderr: str, resident: Optional[int]) -> str:
     """What ended a worker that gave no answer, and what to do about it."""
+    said = process.ended_by(returncode)
     if returncode < 0:
-        number = -returncode
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = "signal %d" % number
-        said = "killed by signal %d (%s): %s" % (number, name, _SIGNALS.get(number, "sent by another process"))
-        if number == getattr(signal, "SIGKILL", None):
+        said += ": %s" % _SIGNALS.get(-returncode, "sent by another process")
+        if returncode == -getattr(signal, "SIGKILL", 0):
             said += "; the machine has %s of memory%s. A smaller --batch or --img, or fewer other processes, " \
                     "leaves it room" % (_total_memory(), "" if resident is None else
                                         ", the worker held %s at its last report" % units.format_bytes(resident))
         return said
     last = (stderr.strip().splitlines() or ["no message"])[-1]
-    return "it exited with status %d before answering: %s" % (returncode, last[:300])
+    return "it %s before answering: %s" % (said, last[:300])
 
 
 def _total_memory() -> str:
