@@ -1094,7 +1094,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         process.reopen()  # an earlier run in this process closed it on its way out
     argv = list(sys.argv[1:] if argv is None else argv)
     as_prolog = _runs_as_prolog(argv, os.environ)
-    as_nagios = _asks_nagios(argv)
+    as_nagios = _asks_nagios(argv, os.environ)
     could_not_run = None  # why the command did not run (a Nagios plugin reports that as UNKNOWN)
     try:
         argv = with_environment_args(argv, os.environ, lambda name: _option_arity(command(name)))
@@ -1108,6 +1108,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     except click.Abort:
         click.echo("preflight: interrupted", err=True)
         code = ExitCode.INTERRUPTED
+        could_not_run = "interrupted"
     except PreflightError as exc:
         say("preflight: error: %s" % exc)
         code = exc.exit_code  # 2 for bad input; 4 when Slurm's scontrol fails (preflight slurm)
@@ -1115,6 +1116,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     except KeyboardInterrupt:
         click.echo("preflight: interrupted", err=True)
         code = ExitCode.INTERRUPTED
+        could_not_run = "interrupted"
     except Exception as exc:  # a bug: say so plainly, traceback only on request
         if os.environ.get("PREFLIGHT_DEBUG"):
             raise
@@ -1126,9 +1128,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     if as_nagios and could_not_run is not None and code != 0:
         # A monitoring system reads a plugin's 2 as CRITICAL: a check that did not run is UNKNOWN (3), said on
         # standard output, where it reads the plugin's line.
+        from preflight.files.output import write_stdout
         from preflight.render import nagios
 
-        sys.stdout.write(nagios.could_not_run(could_not_run))
+        try:
+            write_stdout(nagios.could_not_run(could_not_run))
+        except PreflightError:  # standard output is what failed: the exit code still says UNKNOWN
+            pass
         code = nagios.UNKNOWN
     if as_prolog and code not in (ExitCode.OK, ExitCode.FAILED) and code < 128:
         # Slurm drains the node on any other exit of a prolog ("Prolog error"), which nothing resumes: preflight's
@@ -1139,9 +1145,23 @@ def main(argv: Optional[List[str]] = None) -> None:
     _exit(code)
 
 
-def _asks_nagios(argv: List[str]) -> bool:
-    """Whether the command line asks for --format nagios (read before click, which may refuse the line)."""
-    return "--format=nagios" in argv or any(a == "--format" and b == "nagios" for a, b in zip(argv, argv[1:]))
+def _asks_nagios(argv: List[str], environ) -> bool:
+    """Whether the command line, with PREFLIGHT_ARGS before it where the command takes them, asks for
+    --format nagios (read before click, which may refuse the line; the last --format wins, as in click)."""
+    from preflight.integrations.entrypoint import ARGS_COMMANDS, ARGS_VARIABLE
+
+    words = list(argv[1:])
+    if argv and argv[0] in ARGS_COMMANDS:
+        words = (environ.get(ARGS_VARIABLE) or "").split() + words  # split plainly: a bad quote is still seen
+    chosen = None
+    for word, following in zip(words, words[1:] + [""]):
+        if word == "--":
+            break
+        if word.startswith("--format="):
+            chosen = word.split("=", 1)[1]
+        elif word == "--format":
+            chosen = following
+    return chosen == "nagios"
 
 
 def _runs_as_prolog(argv: List[str], environ) -> bool:

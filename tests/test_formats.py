@@ -352,3 +352,36 @@ def test_nagios_ok_warning_critical_and_unknown_each_with_its_exit_code(tmp_path
     assert completed.returncode == 3 and completed.stdout.startswith(
         "PREFLIGHT UNKNOWN - preflight could not run: --select nope: no rule id") and "\n" == completed.stdout[-1]
     assert " | " not in completed.stdout  # no performance data from a check that did not run
+
+
+def test_nagios_says_unknown_on_every_path_that_did_not_produce_its_line(tmp_path):
+    """Output that could not be written, options through PREFLIGHT_ARGS, a bad option: a status line where one
+    can be written, and exit 3, never the check's verdict without its line nor click's exit 2."""
+    h200 = nvml_fixture("h200-driver580.json")
+    full = run_cli("check", "--profile", "node", "--nvml-fixture", h200, "--format", "nagios", "--output", "/dev/full",
+                   subprocess_only=True)
+    assert full.returncode == 3 and full.stdout == (
+        "PREFLIGHT UNKNOWN - preflight could not run: --output /dev/full: cannot write the report: No space left "
+        "on device\n"), (full.stdout, full.stderr)
+    for stdout in (subprocess.DEVNULL, None):  # /dev/full as standard output; standard output closed
+        argv = [sys.executable, "-m", "preflight", "check", "--profile", "node", "--nvml-fixture", h200, "--format",
+                "nagios"]
+        if stdout is None:
+            completed = subprocess.run(["sh", "-c", '"$@" >&-', "sh"] + argv, stderr=subprocess.PIPE, text=True,
+                                       env=clean_env(None), cwd=NEUTRAL_CWD, timeout=60)
+        else:
+            with open("/dev/full", "w") as sink:
+                completed = subprocess.run(argv, stdout=sink, stderr=subprocess.PIPE, text=True,
+                                           env=clean_env(None), cwd=NEUTRAL_CWD, timeout=60)
+        assert completed.returncode == 3 and "Traceback" not in completed.stderr, completed.stderr
+    for env, args in (({"PREFLIGHT_ARGS": "--format nagios"}, ("--bogus",)),
+                      ({"PREFLIGHT_ARGS": "--format nagios --bogus"}, ()),
+                      ({"PREFLIGHT_ARGS": "--format=nagios"}, ("--timeout", "soon"))):
+        completed = run_cli("check", "--nvml-fixture", h200, *args, env=env)
+        assert completed.returncode == 3 and completed.stdout.startswith(
+            "PREFLIGHT UNKNOWN - preflight could not run: ") and completed.stdout.count("\n") == 1, \
+            (env, args, completed.stdout, completed.stderr)
+    # The command line wins over PREFLIGHT_ARGS, as for every option: not a plugin here, so click's exit 2.
+    completed = run_cli("check", "--nvml-fixture", h200, "--format", "json", "--bogus",
+                        env={"PREFLIGHT_ARGS": "--format nagios"})
+    assert completed.returncode == 2 and completed.stdout == ""

@@ -19,8 +19,9 @@ def main(options: CheckOptions, shown: OutputOptions, warn: common.Warn = None,
         emit(formats.render("report", report, shown.format, quiet=shown.quiet, color=shown.colored(),
                             expires_in=shown.expires_in), shown.output)
     except WriteFailed as exc:  # a full disk must not turn a failed check into bad usage, nor a passed one;
-        # a wrong destination (no such folder, a folder, a planted link) stays the user's to fix: exit 2
-        if warn is None:
+        # a wrong destination (no such folder, a folder, a planted link) stays the user's to fix: exit 2.
+        # A Nagios plugin whose line was not written could not run: UNKNOWN (cli.main says so).
+        if warn is None or shown.format == "nagios":
             raise
         warn("the report was not written: %s; the check's own verdict stands (exit %d)" % (exc.message, code))
     return code
