@@ -34,13 +34,19 @@ def _diagnose(data: bytes, tmp_path, name: str = "train.log"):
     ("UTF-16 without a mark", ("epoch 1\r\n" * 20 + OOM).encode("utf-16-le"), "no byte-order mark"),  # line 23
     ("UTF-8 with a mark", codecs.BOM_UTF8 + OOM.encode("utf-8"), None),
     ("gzip, not so named", gzip.compress(OOM.encode("utf-8")), "read as gzip"),
+    ("UTF-32 with a mark", codecs.BOM_UTF32_LE + OOM.encode("utf-32-le"), "UTF-32 little-endian"),
+    ("UTF-32 big-endian with a mark", codecs.BOM_UTF32_BE + OOM.encode("utf-32-be"), "UTF-32 big-endian"),
+    ("UTF-16, then UTF-8 appended", codecs.BOM_UTF16_LE + "epoch 1\r\n".encode("utf-16-le") +
+     ("epoch 2 of 300 ... the trainer goes on in another program's UTF-8 output\r\n" + OOM[36:]).encode(),
+     "read as UTF-8 from byte 20 on, where it turns into UTF-8"),
 ])
 def test_a_log_in_any_text_encoding_is_read(tmp_path, encoding, data, note):
     completed = _diagnose(data, tmp_path)
     assert completed.returncode == 1, (encoding, completed.stderr)
     report = json.loads(completed.stdout)
     [match] = report["matches"]
-    assert match["id"] == "cuda.oom" and match["line"] == (23 if "without" in encoding else 3), (encoding, match)
+    line = 23 if "without" in encoding else 4 if "appended" in encoding else 3
+    assert match["id"] == "cuda.oom" and match["line"] == line, (encoding, match)
     assert match["excerpt"].startswith("torch.OutOfMemoryError: CUDA out of memory.")
     assert (note is None and not report["notes"]) or any(note in line for line in report["notes"]), report["notes"]
 
@@ -112,3 +118,52 @@ def test_the_finder_for_dense_text_finds_what_the_one_regex_finds(anchors, parts
         position = max(position, start)
         one, other = anchors.regex.search(text, position), merged.search(text, position)
         assert (one and (one.start(), one.end())) == (other and (other.start(), other.end())), (text, position)
+
+
+def test_a_huge_line_is_searched_at_its_start_and_end_and_the_rest_said(tmp_path):
+    """A line of 64 MiB with the failure at both ends: found, fast, and the middle said to be passed over."""
+    from preflight.diagnose.scan import LINE_SEARCHED
+
+    middle = b"RuntimeError: CUDA error: out of memory " * ((64 << 20) // 40)
+    data = b"epoch 1\n" + OOM.encode()[:-2] + middle + b"NCCL error: unhandled system error\n"
+    completed = _diagnose(gzip.compress(data, 1), tmp_path, "train.log.gz")
+    report = json.loads(completed.stdout)
+    found = {match["id"]: match["line"] for match in report["matches"]}
+    assert found.get("cuda.oom") == 4 and "nccl.system_error" in found, found  # the line's start and its end
+    [note] = [line for line in report["notes"] if "long" in line]
+    assert note.startswith("line 4 is 64."), note
+    assert "its first %d.0 MiB and its last" % (LINE_SEARCHED >> 20) in note and "between passed over" in note
+
+
+def test_a_log_past_the_search_limit_is_searched_at_its_start_and_its_end(monkeypatch):
+    """Past SEARCH_LIMIT a log is read to its end without searching, and its end is searched (the limit made
+    small here: the real one is 4 GiB)."""
+    import io
+
+    from preflight.diagnose import scan
+    from preflight.engine import loader
+
+    monkeypatch.setattr(scan, "SEARCH_LIMIT", 1 << 20)
+    failures = list(loader.load(failures=True).failures.values())
+    lines = [b"epoch %d: loss 0.5" % number for number in range(200000)]
+    lines[10] = b"RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"
+    lines[100000] = b"RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error"  # not searched
+    lines[-3:] = OOM.encode().split(b"\r\n")[:3]
+    data = b"\n".join(lines) + b"\n"
+    result = scan.scan(io.BytesIO(data), failures, chunk_size=1 << 16)
+    assert set(result.hits) >= {"cuda.oom"} and not any("nccl" in key for key in result.hits), sorted(result.hits)
+    assert any("cudnn" in key for key in result.hits), sorted(result.hits)
+    assert result.hits["cuda.oom"].line == 200000
+    assert 0 < result.unsearched < len(data) - (1 << 20) and result.lines == 200000
+
+
+def test_a_gzip_log_is_expanded_to_a_bounded_size(monkeypatch, tmp_path):
+    from preflight.diagnose import log_input
+
+    monkeypatch.setattr(log_input, "GZIP_EXPANDED", 1 << 20)
+    data = OOM.encode() + b"epoch\n" * (1 << 20)
+    completed = _diagnose(gzip.compress(data), tmp_path, "train.log.gz")
+    report = json.loads(completed.stdout)
+    assert [match["id"] for match in report["matches"]] == ["cuda.oom"]
+    assert "the gzip file was expanded to 1.0 MiB and no further: the rest of the log (its end among it) was not " \
+           "read" in report["notes"], report["notes"]

@@ -44,7 +44,7 @@ def run(path: str, options: CheckOptions, warn: common.Warn = None):
     (preflight.diagnose.whose_facts)."""
     from preflight.commands import pipeline, site
     from preflight.diagnose import diagnosis, log_input
-    from preflight.diagnose.scan import scan
+    from preflight.diagnose.scan import LINE_SEARCHED, SEARCH_LIMIT, scan
 
     # The site configuration's rules and settings apply (facts_from among them); with --facts-from log this
     # machine is not looked at, so a [[match]] on its GPUs does not apply either.
@@ -71,6 +71,17 @@ def run(path: str, options: CheckOptions, warn: common.Warn = None):
     if result.binary_bytes:
         read_as.append("lines of bytes that are not text (a binary stretch in the log, %s) were passed over"
                        % _size(result.binary_bytes))
+    for line, length, passed in result.long_lines[:3]:
+        read_as.append("line %d is %s long: its first %s and its last %s were searched, the %s between passed over"
+                       % (line, _size(length), _size(LINE_SEARCHED), _size(length - LINE_SEARCHED - passed),
+                          _size(passed)))
+    if result.unsearched:
+        read_as.append("its first %s and its last %s were searched, the %s between read past (a log that long "
+                       "is searched at its start and its end)" % (_size(SEARCH_LIMIT), _size(len(result.tail)),
+                                                                   _size(result.unsearched)))
+    if len(result.long_lines) > 3:
+        read_as.append("and %d more lines longer than %s, each searched the same way" % (
+            len(result.long_lines) - 3, _size(LINE_SEARCHED)))
     found = diagnosis.findings(result)
     snapshot, facts_source = None, None
     if found and mode != "log":

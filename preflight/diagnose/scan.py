@@ -7,7 +7,12 @@ replaced), stripped of ANSI colour codes, split at carriage returns (progress
 bars redraw a line many times; the text is the last redraw that holds the
 anchor), and matched against the full patterns. A line longer than
 ``MAX_LINE`` (binary garbage, a runaway progress bar) is looked at only
-around each anchor.
+around each anchor, and a line longer than ``LINE_SEARCHED`` only in its first
+``LINE_SEARCHED`` bytes and its last ``LINE_END`` (a progress bar's last redraw,
+a message repeated without end): what lies between is read past, counted and
+said, so that a log of one 1 GB line costs what 17 MiB of it would. A log longer
+than ``SEARCH_LIMIT`` is searched in its first ``SEARCH_LIMIT`` bytes and read on
+past them only to keep its end, which is searched too.
 
 The last ``TAIL_BYTES`` of the log are kept so that an unrecognised log can
 still show its last error-looking lines.
@@ -26,6 +31,9 @@ from preflight.diagnose.log_input import binary_share
 
 CHUNK = 4 << 20
 MAX_LINE = 64 << 10     # longer lines are only looked at around a match
+LINE_SEARCHED = 16 << 20  # a line's first bytes that are searched ...
+LINE_END = 1 << 20      # ... and its last: the rest of a longer line is passed over (ScanResult.long_lines)
+SEARCH_LIMIT = 4 << 30  # a log's first bytes that are searched; after them only its last TAIL_BYTES are
 WINDOW = 2000           # bytes of context kept either side of a match in a huge line
 AHEAD = 4 * WINDOW      # bytes after a match in a huge line looked at with it: later anchors there need no window
 EXCERPT = 400           # characters of a matching line shown to the user
@@ -76,6 +84,8 @@ class ScanResult:
         self.tail_first_line = 1  # line number of the first complete line in ``tail``
         self.examined = 0  # bytes patterns were tried on (both passes): linear in the log's size
         self.binary_bytes = 0  # bytes of stretches that are not text, passed over
+        self.long_lines: List[Tuple[int, int, int]] = []  # (line, its length, bytes of it not searched)
+        self.unsearched = 0  # bytes after SEARCH_LIMIT, before the tail: read past, not searched
 
     def error_lines(self, most: int = 8) -> List[Tuple[int, str]]:
         """The last error-looking lines of the log, with their line numbers."""
@@ -195,6 +205,9 @@ class Scanner:
         buffer = b""
         line_base = 1   # line number of buffer[0]
         tail_lines_dropped = 0
+        before = 0      # bytes of the unfinished line at buffer[0] that are no longer in the buffer
+        open_end = False  # the log's last byte read past SEARCH_LIMIT is not a newline
+        passed = 0      # of those, bytes not searched (beyond LINE_SEARCHED)
         while True:
             chunk = stream.read(chunk_size)
             if not chunk:
@@ -206,25 +219,48 @@ class Scanner:
                 dropped = tail.popleft()
                 tail_size -= len(dropped)
                 tail_lines_dropped += dropped.count(b"\n")
+            if result.bytes - len(chunk) >= SEARCH_LIMIT:  # read past: only the tail is searched, at the end
+                line_base += chunk.count(b"\n")
+                open_end = not chunk.endswith(b"\n")
+                result.unsearched += len(chunk) + len(buffer)  # and the unfinished line before it
+                buffer = b""
+                continue
             buffer += chunk
             cut = buffer.rfind(b"\n")
             if cut == -1:
-                if len(buffer) > MAX_LINE:
+                if before + len(buffer) > LINE_SEARCHED:
+                    # Past the searched start of a huge line: only its last LINE_END bytes are kept for later.
+                    keep = max(0, len(buffer) - LINE_END)
+                    if before < LINE_SEARCHED:  # the rest of its searched start first
+                        self._search(buffer, min(keep, LINE_SEARCHED - before), line_base, result)
+                    passed += max(0, keep - max(0, LINE_SEARCHED - before))
+                    before += keep
+                    buffer = buffer[keep:]
+                elif len(buffer) > MAX_LINE:
                     # One huge line: look at all but the last few bytes, which may hold half an anchor.
                     keep = len(buffer) - self.overlap
                     self._search(buffer, keep, line_base, result)
+                    before += keep
                     buffer = buffer[keep:]
                 continue
             self._search(buffer, cut + 1, line_base, result)
+            if passed:
+                result.long_lines.append((line_base, before + buffer.find(b"\n") + 1, passed))
+            before = passed = 0
             line_base += buffer.count(b"\n", 0, cut + 1)
             buffer = buffer[cut + 1:]
-        if buffer:
+        if buffer and not result.unsearched:
             self._search(buffer, len(buffer), line_base, result)
-        result.lines = line_base - 1 + (1 if buffer else 0)
+            if passed:
+                result.long_lines.append((line_base, before + len(buffer), passed))
+        result.lines = line_base - 1 + (1 if buffer or open_end else 0)
         joined = b"".join(tail)
         first_newline = joined.find(b"\n") if tail_lines_dropped else -1
         result.tail = joined[first_newline + 1:] if tail_lines_dropped else joined
         result.tail_first_line = tail_lines_dropped + (2 if tail_lines_dropped else 1)
+        if result.unsearched:  # the end, searched as every line before SEARCH_LIMIT was
+            result.unsearched = max(0, result.unsearched - len(result.tail))
+            self._search(result.tail, len(result.tail), result.tail_first_line, result)
         self._search_tail(result)
         return result
 
