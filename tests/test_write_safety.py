@@ -248,6 +248,29 @@ def test_an_existing_report_is_replaced_by_a_file_of_the_writers_own(tmp_path):
     assert completed.returncode == 0, completed.stderr
     info = old.stat()
     assert (info.st_uid, stat.S_IMODE(info.st_mode) & 0o7111) == (os.geteuid(), 0), (info.st_uid, oct(info.st_mode))
+    assert stat.S_IMODE(info.st_mode) == 0o644  # nothing of the planted file's 0666: no one else can rewrite it
+
+
+@needs_root
+def test_a_report_in_a_shared_sticky_folder_never_takes_a_planted_files_mode(shared):
+    """Round 3's case: in a sticky folder anyone can write, another user plants HOST.json (and out.json) with
+    mode 0666; root's report replaces each with a file of its own, 0644, that the planter cannot rewrite."""
+    folder, _ = shared
+    name = json.loads(run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--format",
+                              "json").stdout)["host"] + ".json"
+    for planted in (folder / name, folder / "out.json"):
+        planted.write_text("{}")
+        os.chown(str(planted), OTHER, OTHER)
+        planted.chmod(0o666)
+    assert run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--report-dir", str(folder),
+                   "--output", str(folder / "out.json")).returncode == 0
+    for written in (folder / name, folder / "out.json"):
+        info = written.stat()
+        assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, 0o644), (written, info.st_uid, oct(info.st_mode))
+    # A report of the writer's own keeps the mode its owner gave it (here: private).
+    (folder / name).chmod(0o600)
+    assert run_cli("check", "--profile", "node", "--nvml-fixture", H200, "--report-dir", str(folder)).returncode == 0
+    assert stat.S_IMODE((folder / name).stat().st_mode) == 0o600
 
 
 def test_a_report_that_cannot_be_written_keeps_the_checks_own_exit_code(tmp_path):

@@ -169,7 +169,7 @@ def _replace(folder: int, resolved, old, text: str, what: str) -> None:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-            _copy_ownership(old, out.fileno())
+            _choose_mode(old, out.fileno())
         os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except OSError as exc:
         try:
@@ -183,11 +183,13 @@ def _replace(folder: int, resolved, old, text: str, what: str) -> None:
         pass  # some filesystems cannot sync a folder; the rename is still atomic
 
 
-def _copy_ownership(old, descriptor: int) -> None:
+def _choose_mode(old, descriptor: int) -> None:
     """The new file is the writer's own: readable by all (NFD and node_exporter often run as other users), or
-    with the old file's read and write bits; never an owner, an execute, set-user-ID or set-group-ID bit taken
-    from a file someone else may have put there."""
-    os.fchmod(descriptor, 0o644 if old is None else (old.st_mode & 0o666) | 0o600)
+    with the read and write bits of the file it replaces when that file was the writer's own too (a mode its
+    owner chose). A file someone else put there lends nothing: in a shared folder its 0666 would let them
+    rewrite root's report. Never an execute, set-user-ID or set-group-ID bit."""
+    mine = old is not None and hasattr(os, "geteuid") and old.st_uid == os.geteuid()
+    os.fchmod(descriptor, (old.st_mode & 0o666) | 0o600 if mine else 0o644)
 
 
 def remove_stale_temporaries(folder: str, name: str, folder_fd: int) -> None:
