@@ -276,3 +276,42 @@ def test_job_gpus_from_the_prolog_environment():
     assert job_gpus({"CUDA_VISIBLE_DEVICES": "1"}) == ((1,), "CUDA_VISIBLE_DEVICES")
     assert job_gpus({"CUDA_VISIBLE_DEVICES": "GPU-8f3e"})[0] is None
     assert job_gpus({})[0] is None
+
+
+def _slow_nvml(tmp_path, times: int) -> dict:
+    """An environment whose replayed NVML takes 4 s to initialise the first ``times`` times (a busy host, a hung
+    driver), as a real process sees it: a sitecustomize that slows the replay, counting in a file."""
+    site = tmp_path / "site"
+    site.mkdir()
+    count = tmp_path / "inits"
+    (site / "sitecustomize.py").write_text(
+        "import os, time\n"
+        "from preflight.probes import nvml_replay\n"
+        "_call = nvml_replay.ReplayBinding._call\n"
+        "def _slow(self, name, args, kwargs):\n"
+        "    if name in ('nvmlInit', 'nvmlInitWithFlags'):\n"
+        "        with open(%r, 'a+') as handle:\n"
+        "            handle.write('x')\n"
+        "            handle.seek(0)\n"
+        "            done = len(handle.read())\n"
+        "        if done <= %d:\n"
+        "            time.sleep(4)\n"
+        "    return _call(self, name, args, kwargs)\n"
+        "nvml_replay.ReplayBinding._call = _slow\n" % (str(count), times))
+    return {"PYTHONPATH": "%s:%s" % (site, os.environ.get("PYTHONPATH", "")), "SLURM_JOB_ID": "42"}
+
+
+@pytest.mark.parametrize("times, job, code, said", [
+    (1, {"SLURM_JOB_GPUS": "0"}, 0, "GPUs 0 of 1, from SLURM_JOB_GPUS: OK"),  # late once: asked again, answered
+    (2, {"SLURM_JOB_GPUS": "0"}, 1, "FAIL nvml: NVML gave no answer within 2.0 s, twice"),
+    (2, {}, 0, "no GPU of ? (neither SLURM_JOB_GPUS nor CUDA_VISIBLE_DEVICES is set"),  # a CPU job starts
+])
+def test_the_prolog_asks_a_slow_nvml_twice_and_fails_only_a_job_with_gpus(tmp_path, times, job, code, said):
+    completed = run_cli("slurm", "--prolog", "--profile", "node", "--nvml-fixture", H200, "--timeout", "2",
+                        env=dict(_slow_nvml(tmp_path, times), **job))
+    assert completed.returncode == code, completed.stderr
+    assert "NVML gave no answer within 2.0 s; asking once more" in completed.stderr
+    assert said in completed.stderr, completed.stderr
+    if times == 2:  # what NVML's silence left unknown, said once
+        assert completed.stderr.count("UNKNOWN without NVML: nvml.init, gpu.count, gpu.health") == 1
+        assert ("left to the health check: UNKNOWN without NVML" in completed.stderr) == (not job), completed.stderr

@@ -3,7 +3,9 @@
 As the health program (``HealthCheckProgram``) it owns the node's state: it asks ``scontrol`` what the node is,
 drains it when the checks fail and resumes a drain of its own. As a prolog (``--prolog``) it calls no Slurm
 command: it judges the job's GPUs (``SLURM_JOB_GPUS``) and what all jobs share, fails only for a fault that must
-stop this job, and leaves faults of other GPUs to the health program, which drains.
+stop this job, and leaves faults of other GPUs to the health program, which drains. NVML that does not answer
+within --timeout is asked once more (a busy host answers late); if it does not answer again, a job with GPUs
+fails (its CUDA calls would wait on the same driver) and a job without GPUs starts.
 
 A configuration or rule file that cannot be used is never a verdict on the node: the health program leaves the
 node as it is and exits 5 (unknown); the prolog lets the job start and exits 0. Both log the file and line.
@@ -92,28 +94,48 @@ def _prolog(options: CheckOptions, log: Callable[[str], None], warn: common.Warn
         return ExitCode.OK
     with admission.whole_machine(os.environ):  # every GPU, so that another GPU's fault is seen and handed on
         snapshot, source_of_facts = pipeline.observe(prepared)
+        if _nvml_timed_out(snapshot):  # a busy host answers late once; a hung driver twice
+            log("preflight: prolog job %s: NVML gave no answer within %.1f s; asking once more"
+                % (job, prepared.options.timeout))
+            started = time.monotonic()
+            snapshot, source_of_facts = pipeline.observe(prepared)
     report = pipeline.judge(prepared, snapshot, source_of_facts, started)
     from preflight import inventory
+    from preflight.engine.evaluate import probes_needed
 
     machine = inventory.machine_gpus(report.facts)
     present = {gpu.get("index") for gpu in machine}
     undetermined = report.undetermined()
-    own: List[str] = ["FAIL job GPU %d: not on this node (NVML lists %s)" % (index, ", ".join(
-        str(i) for i in sorted(i for i in present if isinstance(i, int))) or "no GPU") for index in gpus or ()
-        if index not in present]
+    nvml_hung = _nvml_timed_out(snapshot)
+    if nvml_hung:
+        # Its GPUs cannot be checked, and nothing is known of where they are: a job that has GPUs would wait on the
+        # same driver (a node fault); a job without GPUs does not touch it (left to the health check).
+        own = ["FAIL nvml: NVML gave no answer within %.1f s, twice: the job's CUDA calls would wait on the same "
+               "driver" % prepared.options.timeout] if gpus else []
+    else:
+        own = ["FAIL job GPU %d: not on this node (NVML lists %s)" % (index, ", ".join(
+            str(i) for i in sorted(i for i in present if isinstance(i, int))) or "no GPU") for index in gpus or ()
+            if index not in present]
     others: List[str] = []
+    unanswered: List[str] = []  # rules NVML's silence left unknown: said once, with it
     for result in report.blocking():
         line = "%s %s %s: %s" % ("UNKNOWN" if result in undetermined else result.status.upper(), result.id,
                                  result.subject, result.message)
         index = admission.subject_gpu(result.subject)
-        if index is not None and index not in (gpus or ()):
+        if nvml_hung and result.status == "error" and "nvml" in probes_needed([result.rule]):
+            unanswered.append(result.id)
+        elif index is not None and index not in (gpus or ()):
             others.append(line)
         elif result not in undetermined:
             own.append(line)
         else:
             log("preflight: prolog job %s: %s" % (job, line))
-    scope = "GPUs %s of %d, from %s" % (",".join(str(i) for i in gpus), len(machine), source) if gpus \
-        else "no GPU of %d (%s)" % (len(machine), source)
+    if unanswered:
+        said = "UNKNOWN without NVML: %s" % ", ".join(dict.fromkeys(unanswered))
+        (own if gpus else others).append(said)
+    machine_size = "?" if nvml_hung else str(len(machine))
+    scope = "GPUs %s of %s, from %s" % (",".join(str(i) for i in gpus), machine_size, source) if gpus \
+        else "no GPU of %s (%s)" % (machine_size, source)
     said = "preflight: prolog job %s: %s: %s" % (job, scope, "FAILED" if own else "OK")
     log(said)
     for line in own:
@@ -123,6 +145,11 @@ def _prolog(options: CheckOptions, log: Callable[[str], None], warn: common.Warn
     common.keep(report, kept, warn, None, "%s; %s" % (said, "; ".join(own + others) or report.summary_line()),
                 "error" if own else ("warning" if others else "info"))
     return ExitCode.FAILED if own else ExitCode.OK
+
+
+def _nvml_timed_out(snapshot) -> bool:
+    probes = snapshot.get("probes") if isinstance(snapshot.get("probes"), dict) else {}
+    return isinstance(probes.get("nvml"), dict) and probes["nvml"].get("status") == "timeout"
 
 
 def write_submit_table(options: CheckOptions, path: str, log: Callable[[str], None], warn: common.Warn = None) -> int:
