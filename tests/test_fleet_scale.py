@@ -477,7 +477,9 @@ def _kill_workers(folder, rounds: int):
         time.sleep(0.02)
     assert len(killed) == rounds, "the fleet ended before %d workers could be killed" % rounds
     code = running.wait(60)  # a hang fails here
-    return code, time.monotonic() - started, json.loads(out.read_text()), running.stderr.read().decode()
+    stderr = running.stderr.read().decode()
+    assert out.exists(), (code, stderr)
+    return code, time.monotonic() - started, json.loads(out.read_text()), stderr
 
 
 def test_killed_workers_cost_no_file_and_no_wait(many_snapshots):
@@ -511,3 +513,12 @@ def test_a_file_that_kills_every_worker_judging_it_costs_only_itself():
     assert results[37] == ("lost", "poison", "killed by signal 9 (SIGKILL): the out-of-memory killer ends a "
                                              "process so")
     assert workers.busy == {}  # every worker ended
+    # Workers that die before taking any work (here: at start) cost each file two tries, never an endless loop.
+    dying = Workers(2, _judge_or_die, _exit_at_start, lambda path, why: why, chunk=4)
+    assert list(dying.judged(names[:10])) == ["exited with status 3"] * 10
+
+
+def _exit_at_start():
+    import os
+
+    os._exit(3)

@@ -39,11 +39,17 @@ class Workers:
             while shown < len(names):
                 while queue and len([1 for _, task in self.busy.values() if task is not None]) < self.jobs:
                     connection = self._idle() or self._spawn()
+                    process = self.busy[connection][0]
                     task = queue.pop(0)
-                    self.busy[connection] = (self.busy[connection][0], task)
-                    connection.send(task[1])
+                    try:
+                        connection.send(task[1])
+                    except OSError:  # it died before taking the task: as if it died with it (so never endless)
+                        self._bury(connection)
+                        self._again(task, _ended(process.exitcode), queue, retried, done)
+                        continue
+                    self.busy[connection] = (process, task)
                 watched = list(self.busy) + [process.sentinel for process, _ in self.busy.values()]
-                for ready in wait(watched):
+                for ready in wait(watched) if watched else ():  # nothing out: every file is answered
                     connection = ready if ready in self.busy else next(
                         (c for c, (p, _) in self.busy.items() if p.sentinel == ready), None)
                     if connection is None:
@@ -60,26 +66,32 @@ class Workers:
                         pass  # it died while answering: half a message, or none
                     if process.is_alive():
                         continue
-                    del self.busy[connection]
-                    connection.close()
-                    process.join()
-                    if task is None:
-                        continue
-                    why = _ended(process.exitcode)
-                    for offset, path in enumerate(task[1]):
-                        index = task[0] + offset
-                        if index in done:
-                            continue
-                        if index in retried:
-                            done[index] = self.lost(path, why)
-                        else:  # again on its own: one file that kills its worker costs only itself
-                            retried.add(index)
-                            queue.insert(0, (index, [path]))
+                    self._bury(connection)
+                    if task is not None:
+                        self._again(task, _ended(process.exitcode), queue, retried, done)
                 while shown in done:
                     yield done.pop(shown)
                     shown += 1
         finally:
             self.stop()
+
+    def _bury(self, connection: Any) -> None:
+        process = self.busy.pop(connection)[0]
+        connection.close()
+        process.join()
+
+    def _again(self, task: Task, why: str, queue: List[Task], retried: set, done: Dict[int, Any]) -> None:
+        """The files of a task whose worker died: each tried again on its own (one file that kills its worker
+        then costs only itself), or, the second time, reported lost with ``why``."""
+        for offset, path in enumerate(task[1]):
+            index = task[0] + offset
+            if index in done:
+                continue
+            if index in retried:
+                done[index] = self.lost(path, why)
+            else:
+                retried.add(index)
+                queue.insert(0, (index, [path]))
 
     def _idle(self) -> Any:
         return next((connection for connection, (_, task) in self.busy.items() if task is None), None)
