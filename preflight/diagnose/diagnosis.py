@@ -468,7 +468,7 @@ def complete(found: List[Finding], ruleset: RuleSet, snapshot: Optional[Dict[str
         for finding in found:
             finding.checks = []
     run = _with_machine(run, facts)
-    markers = platform.conditions(clues, facts)
+    markers = platform.conditions(clues, facts, from_log=True)
     # Whose interpreter a pip command installs into: the log's run's, --python's, else it is a guess (this one's).
     interpreter = run_interpreter(run)
     where = {"python_executable": interpreter} if interpreter else {}

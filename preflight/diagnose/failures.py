@@ -52,12 +52,20 @@ _TYPOGRAPHY = (("\u2018", "'"), ("\u2019", "'"), ("\u201a", "'"), ("\u201b", "'"
                ("\u201c", '"'), ("\u201d", '"'), ("\u201e", '"'), ("**", ""), ("`", ""))
 
 
+# The full-width forms of ASCII (U+FF01-FF5E) and the ideographic space, as Chinese and Japanese locales and IDE
+# consoles print punctuation and digits ("exit code 137（interrupted by signal 9：SIGKILL）"): as ASCII.
+_FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+_FULL_WIDTH[0x3000] = 0x20
+_FULL_WIDTH_BYTES = re.compile(b"\xe3\x80\x80|\xef\xbc[\x81-\xbf]|\xef\xbd[\x80-\x9e]")
+
+
 def normalize(text: str) -> str:
-    """The text as patterns see it: straight quotes, no markdown emphasis (case is ignored separately)."""
+    """The text as patterns see it: straight quotes, no markdown emphasis, ASCII for full-width punctuation and
+    digits (case is ignored separately)."""
     for old, new in _TYPOGRAPHY:
         if old in text:
             text = text.replace(old, new)
-    return text
+    return text.translate(_FULL_WIDTH)
 
 
 def normalize_bytes(data: bytes) -> bytes:
@@ -66,6 +74,8 @@ def normalize_bytes(data: bytes) -> bytes:
         encoded = old.encode("utf-8")
         if encoded in data:
             data = data.replace(encoded, new.encode("utf-8"))
+    if b"\xef\xbc" in data or b"\xef\xbd" in data or b"\xe3\x80\x80" in data:
+        data = _FULL_WIDTH_BYTES.sub(lambda found: found.group(0).decode("utf-8").translate(_FULL_WIDTH).encode(), data)
     return data
 
 

@@ -25,7 +25,7 @@ import re
 from collections import deque
 from typing import BinaryIO, Deque, Dict, List, Optional, Tuple
 
-from preflight.diagnose.failures import Clue, Failure, normalize_bytes
+from preflight.diagnose.failures import Clue, Failure, normalize, normalize_bytes
 from preflight.diagnose.families import MOST_ROWS, Family
 from preflight.diagnose.log_input import binary_share
 
@@ -45,6 +45,8 @@ DENSITY_SAMPLE = 64 << 10
 DENSE = 0.1             # share of bytes that can begin an anchor above which one regex per first byte is used
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
 # "Error\b" finds the same lines as "[A-Za-z]*Error\b" in linear time (the prefix could be empty anyway).
+# A heading, not a message: markdown's "# ...", a line framed by ===/---/***, or a short label ending in a colon.
+_HEADING = re.compile(r"#{1,6}\s|([=*~#-])\1{2,}.*([=*~#-])\2{2,}$|[^:]{0,40}:$")
 _ERRORISH = re.compile(r"Traceback|Error\b|Exception|\bFAILED\b|\bfailed\b|\bFatal\b|\bfatal\b|\bKilled\b|"
                        r"Segmentation fault|core dumped|\bERROR\b|\berror:")
 
@@ -88,12 +90,13 @@ class ScanResult:
         self.unsearched = 0  # bytes after SEARCH_LIMIT, before the tail: read past, not searched
 
     def error_lines(self, most: int = 8) -> List[Tuple[int, str]]:
-        """The last error-looking lines of the log, with their line numbers."""
+        """The last error-looking lines of the log, with their line numbers (a heading that only names errors,
+        such as a pasted report's "## 报错信息 Error" or "===== Error log =====", is not one)."""
         found: List[Tuple[int, str]] = []
         for offset, raw in enumerate(self.tail.split(b"\n")):
-            text = clean(raw[-TAIL_LINE:])  # the end of a huge line is what matters, and costs little
-            if text.strip() and _ERRORISH.search(text):
-                found.append((self.tail_first_line + offset, _shorten(text.strip())))
+            text = clean(raw[-TAIL_LINE:]).strip()  # the end of a huge line is what matters, and costs little
+            if text and _ERRORISH.search(text) and not _HEADING.match(normalize(text)):
+                found.append((self.tail_first_line + offset, _shorten(text)))
         return found[-most:]
 
 

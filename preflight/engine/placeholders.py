@@ -75,6 +75,7 @@ CLUE_VALUES = {
     "gpus": "the GPUs a Slurm job asked for with --gpus",
     "partition": "the Slurm partition a job script names",
     "image": "the container image the run started (a docker or podman run line with a tagged image, a pod event)",
+    "conda_env": "the conda environment the run activated (a conda activate command in the log)",
 }
 # Markers a fix line can carry so that it shows only where it applies: each is "" (shown) or unknown (the line is
 # left out). Computed from a log's clues and this machine's facts (facts.platform): by diagnose, and by check

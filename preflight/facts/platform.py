@@ -18,8 +18,10 @@ from preflight.facts.view import SnapshotView, Unknown
 _RHEL = ("rocky", "alma", "centos", "red hat", "rhel", "oracle linux", "fedora")
 
 
-def conditions(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, str]:
-    """The markers that hold (value "") for a run whose clues are ``run`` (scan values) on ``facts``."""
+def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: bool = False) -> Dict[str, str]:
+    """The markers that hold (value "") for a run whose clues are ``run`` (scan values) on ``facts``. ``from_log``:
+    diagnose's, where YOLOv9's own commands are given only to a log that shows YOLOv9 ran (check sizes YOLOv9's
+    workloads, so its fixes keep them)."""
     host_os = {}
     if facts is not None:
         host_os = (facts.snapshot.get("host") or {}).get("os") or {}
@@ -42,9 +44,9 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView]) -> Dict[str, 
         "when_not_wsl": not wsl,
         "when_own_driver": not managed and not wsl and os_name != "macos",
         "when_managed": bool(managed),
-        # A log with no sign of which code ran keeps YOLOv9's examples (the code preflight sizes); one that shows
-        # another program gets none.
-        "when_yolov9": yolo == "yolov9" or (not yolo and not run.get("program")),
+        # A log gets YOLOv9's commands only when it shows YOLOv9 ran; a check (no log) keeps them: YOLOv9 is the
+        # code preflight sizes.
+        "when_yolov9": yolo == "yolov9" or (not from_log and not yolo and not run.get("program")),
     }
     holds["when_not_yolov9"] = not holds["when_yolov9"]
     holds["when_request_may_fit"] = True  # diagnose turns it round for a message that says otherwise

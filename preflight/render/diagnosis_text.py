@@ -60,6 +60,8 @@ def render(diagnosis: Diagnosis, color: bool = False, columns: int = 0) -> str:
         lines.append("   line %d%s:" % (finding.hit.line, times))
         add(finding.hit.excerpt, "   | ")
         for follow_up in finding.explains:
+            if follow_up.line == finding.hit.line:  # the same line, matched twice: said once, above
+                continue
             add(follow_up.excerpt, "   also explains line %d: " % follow_up.line, "     ")
         add(failure.cause, "   cause: ", "     ")
         for context in finding.context:
