@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -202,9 +203,9 @@ class FakeEnvironment:
     environment (its name is the folder's name; ``base`` adds condabin/).
     """
 
-    def __init__(self, root: Path, conda: Optional[str] = None) -> None:
+    def __init__(self, root: Path, conda: Optional[str] = None, base_python: str = sys.executable) -> None:
         self.root = root
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+        subprocess.run([base_python, "-m", "venv", "--without-pip", str(root)], check=True)
         self.python = str(root / "bin" / "python")
         self.site = Path(subprocess.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                         capture_output=True, text=True, check=True).stdout.strip())
@@ -284,9 +285,23 @@ class FakeEnvironment:
 
 @pytest.fixture
 def fake_env(tmp_path):
-    def make(name: str = "venv", conda: Optional[str] = None) -> FakeEnvironment:
-        return FakeEnvironment(tmp_path / name, conda=conda)
+    def make(name: str = "venv", conda: Optional[str] = None, base_python: str = sys.executable) -> FakeEnvironment:
+        return FakeEnvironment(tmp_path / name, conda=conda, base_python=base_python)
     return make
+
+
+def python_with_current_torch_wheels() -> str:
+    """An interpreter that today's torch releases publish wheels for (3.10 or newer): the test runner's own, or
+    another on PATH. A test whose expected command names torch 2.13 needs one; under Python 3.8 the right answer
+    is another command (no torch 2.13 wheel exists for it), which other tests check."""
+    if sys.version_info >= (3, 10):
+        return sys.executable
+    for name in ("python3.11", "python3.12", "python3.13", "python3.10"):
+        found = shutil.which(name)
+        if found and subprocess.run([found, "-c", "import sys, venv; assert sys.version_info >= (3, 10)"],
+                                    capture_output=True).returncode == 0:
+            return found
+    pytest.skip("SKIPPED LOUDLY: no Python 3.10 or newer on PATH to build an environment torch 2.13 has wheels for")
 
 
 def driver_install_command():
@@ -298,7 +313,7 @@ def driver_install_command():
         text = ""
     ids = " ".join(line for line in text.splitlines() if line.startswith(("id=", "id_like=", "name=")))
     if any(name in ids for name in ("rhel", "rocky", "alma", "centos", "fedora")):
-        return "sudo dnf install -y cuda-drivers"
+        return "sudo yum install -y cuda-drivers"
     if "debian" in ids and "ubuntu" not in ids:
         return "sudo apt-get install -y cuda-drivers"
     return "sudo ubuntu-drivers install"

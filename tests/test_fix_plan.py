@@ -8,7 +8,7 @@ import json
 import shlex
 import sys
 
-from conftest import nvml_fixture, run_cli
+from conftest import nvml_fixture, python_with_current_torch_wheels, run_cli
 
 from preflight import fix_plan
 from preflight.knowledge import pip_commands
@@ -125,7 +125,7 @@ def test_no_printed_command_uninstalls(fake_env):
 
 
 def test_a_torch_of_the_chosen_release_but_another_build_is_pinned_with_the_index_tag(fake_env):
-    env = fake_env()
+    env = fake_env(base_python=python_with_current_torch_wheels())
     env.add_torch(version="2.14.1+cpu", cuda=None)
     env.add_companion("torchvision", "0.29.1+cpu", ">=2.14.0")
     result = [r for r in report_of("--python", env.python, "--nvml-fixture", "h200", "--select",
@@ -135,7 +135,7 @@ def test_a_torch_of_the_chosen_release_but_another_build_is_pinned_with_the_inde
 
 
 def test_the_driver_step_says_which_driver_the_torch_after_it_is_for(fake_env):
-    env = fake_env()
+    env = fake_env(base_python=python_with_current_torch_wheels())
     env.add_torch(version="2.13.0+cpu", cuda=None)
     report = report_of("--python", env.python, "--nvml-fixture", "rtx3060")
     steps = report["plan"]["steps"]
@@ -147,7 +147,7 @@ def test_the_driver_step_says_which_driver_the_torch_after_it_is_for(fake_env):
 
 
 def test_diagnose_gives_a_missing_torchvision_the_installed_cpu_torchs_pair(fake_env):
-    env = fake_env()
+    env = fake_env(base_python=python_with_current_torch_wheels())
     env.add_torch(version="2.13.0+cpu", cuda=None)
     completed = run_cli("diagnose", "-", "--format", "json", "--python", env.python, "--nvml-fixture", "h200",
                         stdin="ModuleNotFoundError: No module named 'torchvision'\n")
@@ -184,7 +184,7 @@ def test_the_readme_fix_example(tmp_path):
     spec.loader.exec_module(docs)
     example = [e for e in docs.examples("README.md") if e.command.startswith("preflight fix ")][0]
     assert example.checked_by == "tests/test_fix_plan.py::test_the_readme_fix_example"
-    env = FakeEnvironment(tmp_path / "yolov9")
+    env = FakeEnvironment(tmp_path / "yolov9", base_python=python_with_current_torch_wheels())
     env.add_torch(version="2.13.0+cpu", cuda=None)
     env.add_companion("torchvision", "0.28.0+cu130", "==2.13.0")
     env.add_yolov9_packages(skip=("torchvision", "numpy", "opencv-python-headless", "thop"))
