@@ -682,3 +682,105 @@ def test_the_image_of_a_docker_run_line_or_a_pod_event_names_what_to_rebuild():
     step = _diagnosis("$ docker run --rm --gpus all -p 8080:80 myimage python train.py\n" + failure)[
         "matches"][0]["fix"]["steps"][0]
     assert step.startswith("Rebuild the image without"), step
+
+
+# --- unseen wording and the platform the log shows (issue 49) ------------------------------------------------
+
+def _fix_of(log, *args):
+    _, report = diagnose_json(log, "--no-facts", *args)
+    assert report["matches"], report
+    first = report["matches"][0]
+    return first["id"], first["fix"], report
+
+
+def test_full_width_punctuation_reads_as_ascii():
+    """An IDE's console in a Chinese locale: full-width parentheses and colon around the same words."""
+    ids, _ = found_ids("训练开始\n进程已结束，退出代码 137\nProcess finished with exit code 137（interrupted by signal 9：SIGKILL）\n")
+    assert ids == ["host.oom_killed"], ids
+
+
+def test_yolov9_commands_only_for_a_log_that_shows_yolov9():
+    nccl = "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, unhandled system error, NCCL version 2.14.3\n"
+    _, fix, _ = _fix_of(nccl)
+    assert not any("train_dual" in line or "yolov9" in line for line in fix["steps"] + fix["commands"]), fix
+    bus = "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).\n"
+    _, fix, _ = _fix_of(bus)
+    assert "num_workers" in fix["steps"][0] and "train_dual" not in fix["steps"][0], fix
+    _, fix, _ = _fix_of("python train_dual.py --workers 8 --device 0\n" + bus)
+    assert "train_dual.py --workers 2" in fix["steps"][0], fix
+    # conda: the hook first, and the environment the log activated, never a guessed one.
+    _, fix, _ = _fix_of("CommandNotFoundError: Your shell has not been properly configured to use 'conda activate'.\n")
+    assert fix["commands"][0] == 'eval "$(conda shell.bash hook)"' and not any("activate" in c for c in fix["commands"])
+    _, fix, _ = _fix_of("$ conda activate detectron2\nCommandNotFoundError: Your shell has not been properly "
+                        "configured to use 'conda activate'.\n")
+    assert fix["commands"][:2] == ['eval "$(conda shell.bash hook)"', "conda activate detectron2"], fix
+
+
+def test_a_jetson_log_gets_nvidias_jetpack_builds_not_pytorchs_indexes():
+    log = ("# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, EABI: aarch64\n"
+           "torch version: 2.1.0+cpu\nAssertionError: Torch not compiled with CUDA enabled\n")
+    _, fix, _ = _fix_of(log)
+    assert any("JetPack" in step for step in fix["steps"]), fix
+    assert not any("download.pytorch.org" in command for command in fix["commands"]), fix
+
+
+def test_the_driver_fix_follows_who_owns_the_driver():
+    old = "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).\n"
+    _, fix, _ = _fix_of(old)
+    assert "sudo ubuntu-drivers install" in fix["commands"] or any("Upgrade" in s for s in fix["steps"]), fix
+    _, fix, _ = _fix_of("gpu-operator   nvidia-driver-daemonset-5hm8k   0/1   Running   0   40m\n" + old)
+    assert not any("ubuntu-drivers" in command or "reboot" in command for command in fix["commands"]), fix
+    # The log gave the CUDA version alone: no text names a driver version the log did not show.
+    _, fix, _ = _fix_of("RuntimeError: The NVIDIA driver on your system is too old (found version 10010).\n")
+    said = json.dumps(fix)
+    assert "418.39" not in said and "No current PyTorch wheel runs on a driver that supports CUDA 10.1 at most" in said
+
+
+def test_a_centos_7_log_gets_yum_not_apt():
+    log = ("CentOS Linux release 7.9.2009 (Core)\n"
+           "ImportError: libGL.so.1: cannot open shared object file: No such file or directory\n")
+    _, fix, _ = _fix_of(log)
+    assert any(command.startswith("sudo yum install") for command in fix["commands"]), fix
+    assert not any("apt-get" in command for command in fix["commands"]), fix
+
+
+def test_the_resolution_of_the_platform_comes_first():
+    # A Slurm job's GPUs: what Slurm does with the environment, first.
+    _, fix, _ = _fix_of("srun: error: gpu-a017: task 0: Exited with exit code 1\nRuntimeError: No CUDA GPUs are available\n")
+    assert fix["steps"][0].startswith("Under Slurm a job sees only the GPUs it asked for"), fix["steps"]
+    # NCCL in Docker's bridge network across nodes: host networking, first.
+    log = ("a1b2c3:412:412 [0] NCCL INFO Bootstrap : Using eth0:172.17.0.3<0>\n"
+           "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+           "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n")
+    _, fix, _ = _fix_of(log)
+    assert "--network=host" in fix["steps"][0], fix["steps"]
+
+
+def test_messages_read_from_their_emitters():
+    cases = {
+        "AttributeError: `np.NaN` was removed in the NumPy 2.0 release. Use `np.nan` instead.": "numpy.removed_release",
+        "NotImplementedError: Could not run 'torchvision::nms' with arguments from the 'CUDA' backend.": "torchvision.torch_mismatch",
+        "Warning  FailedCreatePodSandBox  kubelet  Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for \"nvidia\" is configured": "container.runtime_handler_missing",
+        "error: resolution-too-deep": "pip.resolution_too_deep",
+        "AssertionError: MMCV==1.7.1 is used but incompatible. Please install mmcv>=2.0.0rc4, <2.1.0.": "package.version_assertion",
+    }
+    for text, wanted in cases.items():
+        ids, _ = found_ids(text + "\n")
+        assert ids[:1] == [wanted], (text, ids)
+    _, fix, report = _fix_of("AttributeError: `np.float_` was removed in the NumPy 2.0 release. Use `np.float64` instead.\n")
+    assert fix["steps"][0] == "Change the code as NumPy's message says: np.float_: Use np.float64 instead."
+    # The font YOLO downloads: only when the download failed.
+    download = "Downloading https://ultralytics.com/assets/Arial.ttf to /root/.config/Ultralytics/Arial.ttf...\n"
+    assert found_ids(download + "Epoch 1/300\n")[0] == []
+    ids, _ = found_ids(download + "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>\n")
+    assert ids == ["yolo.font_offline"], ids
+
+
+def test_a_heading_is_not_the_last_error_and_a_finding_does_not_explain_its_own_line():
+    completed = run_cli("diagnose", "-", "--no-facts", stdin="## 报错信息 Error\n训练脚本 train.py\nValueError: 数据集路径不存在\n")
+    assert completed.returncode == 0 and "ValueError: 数据集路径不存在" in completed.stdout
+    assert "报错信息 Error" not in completed.stdout.split("last error-looking")[-1], completed.stdout
+    both = ("RuntimeError: DataLoader worker (pid 31422) is killed by signal: Bus error. It is possible that "
+            "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.\n")
+    text = run_cli("diagnose", "-", "--no-facts", stdin=both).stdout
+    assert "also explains line 1:" not in text, text

@@ -76,6 +76,11 @@ CLUE_VALUES = {
     "partition": "the Slurm partition a job script names",
     "image": "the container image the run started (a docker or podman run line with a tagged image, a pod event)",
     "conda_env": "the conda environment the run activated (a conda activate command in the log)",
+    "jetson": "yes when the run was on a Jetson (L4T or JetPack named, a -tegra kernel, an Orin or Xavier GPU)",
+    "driver_owner": "gpu-operator when NVIDIA's GPU Operator owns the node's driver (its namespace, daemonsets or driver container in the log)",
+    "slurm": "yes when the run was a Slurm job (srun or sbatch messages, SLURM_ variables)",
+    "container_network": "bridge when NCCL's ranks ran in Docker's bridge network (an address of 172.17-172.19.x.x on NCCL's interface)",
+    "container_runtime": "the node's container runtime: docker, containerd or cri-o (kubectl describe node, a container ID's prefix)",
 }
 # Markers a fix line can carry so that it shows only where it applies: each is "" (shown) or unknown (the line is
 # left out). Computed from a log's clues and this machine's facts (facts.platform): by diagnose, and by check
@@ -100,6 +105,14 @@ FIX_CONDITIONS = {
     "when_request_exceeds_gpu": "the out-of-memory message shows one allocation larger than the GPU's whole memory",
     "when_request_may_fit": "no out-of-memory message shows one allocation larger than the GPU's whole memory",
     "when_interpreter_guessed": "diagnose names no interpreter of the job's own: neither the log's traceback nor --python shows it",
+    "when_jetson": "the run was on a Jetson: torch comes from NVIDIA's JetPack builds, the driver with L4T",
+    "when_not_jetson": "the run is not known to be on a Jetson (PyTorch's own indexes apply)",
+    "when_operator": "NVIDIA's GPU Operator owns the node's driver and container toolkit",
+    "when_slurm": "the run was a Slurm job",
+    "when_bridge_network": "NCCL's ranks ran in Docker's bridge network",
+    "when_docker_runtime": "the node's container runtime is Docker (dockershim, cri-dockerd)",
+    "when_crio_runtime": "the node's container runtime is CRI-O",
+    "when_containerd_runtime": "the node's container runtime is containerd, or not known to be another",
 }
 
 

@@ -33,6 +33,9 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: boo
     wsl = bool(run.get("wsl")) or "microsoft" in str(host_os.get("release") or "").lower()
     managed = run.get("managed")
     yolo = run.get("yolo")
+    jetson = bool(run.get("jetson"))
+    operator = run.get("driver_owner") == "gpu-operator"
+    runtime = run.get("container_runtime")
     holds = {
         "when_linux": os_name not in ("windows", "macos"),
         "when_windows": os_name == "windows",
@@ -42,13 +45,19 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: boo
         "when_debian": distro == "debian",
         "when_wsl": wsl,
         "when_not_wsl": not wsl,
-        "when_own_driver": not managed and not wsl and os_name != "macos",
+        # Not where a platform owns the driver: a hosted notebook, WSL2 (Windows' driver), a Jetson (L4T's), the GPU
+        # Operator's driver container.
+        "when_own_driver": not managed and not wsl and os_name != "macos" and not jetson and not operator,
         "when_managed": bool(managed),
         # A log gets YOLOv9's commands only when it shows YOLOv9 ran; a check (no log) keeps them: YOLOv9 is the
         # code preflight sizes.
         "when_yolov9": yolo == "yolov9" or (not from_log and not yolo and not run.get("program")),
     }
     holds["when_not_yolov9"] = not holds["when_yolov9"]
+    holds.update(when_jetson=jetson, when_not_jetson=not jetson, when_operator=operator,
+                 when_slurm=bool(run.get("slurm")), when_bridge_network=run.get("container_network") == "bridge",
+                 when_docker_runtime=runtime == "docker", when_crio_runtime=runtime == "cri-o",
+                 when_containerd_runtime=runtime not in ("docker", "cri-o"))
     holds["when_request_may_fit"] = True  # diagnose turns it round for a message that says otherwise
     # A driver/library mismatch has two directions: libraries newer than the loaded module (an upgrade awaiting a
     # reboot, or a module that was never built for this kernel) or older (held-back or image-shipped libraries).

@@ -255,10 +255,13 @@ def _span(pythons: Sequence[Minor]) -> str:
 
 
 def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Sequence[Optional[str]] = (),
-           python: Optional[str] = None, platform: Optional[str] = None, driver_known: bool = True) -> "Choice | NoChoice":
+           python: Optional[str] = None, platform: Optional[str] = None, driver_known: bool = True,
+           version_shown: bool = True) -> "Choice | NoChoice":
     """The newest torch that runs here and can be pinned with its torchvision. Unknown driver: a current branch
     (R580) is assumed. ``platform``: where the job runs (linux_x86_64 when unknown). ``driver_known``: False when
-    the driver given stands in for one nobody knows, so no note speaks of the driver's limits."""
+    the driver given stands in for one nobody knows, so no note speaks of the driver's limits. ``version_shown``:
+    False when the driver version is only the oldest that reports ``driver_cuda`` (a log said the CUDA alone), so
+    no text names it."""
     data = catalog()
     if platform not in (None, PLATFORM):
         return NoChoice("preflight's wheel data covers Linux x86_64, and this job runs on %s" % platform,
@@ -272,7 +275,7 @@ def choose(driver_version: Optional[str], driver_cuda: Optional[str], ccs: Seque
     newer_driver = _search(data, CURRENT_DRIVER[0], CURRENT_DRIVER[1], gpus, py)
     any_python = _search(data, driver_version, have, gpus, None) if py is not None else None
     if found is None:
-        return _nothing(data, driver_version, have, gpus, py, newer_driver, any_python)
+        return _nothing(data, driver_version if version_shown else None, have, gpus, py, newer_driver, any_python)
     variant, torch, runs = found
     notes = []
     if runs == "minor_version_compat" and driver_known:
@@ -325,7 +328,7 @@ def _nothing(data: Catalog, driver_version: Optional[str], have: Minor, gpus: Li
         old_gpu = gpus and min(gpus) < (7, 5)
         which = " and ".join(w for w, known in (("this GPU", gpus), ("Python %s" % ".".join(map(str, python or ())),
                                                                   python)) if known)
-        return NoChoice("no PyTorch wheel%s runs on %s" % (" for " + which if which else "", shown),
+        return NoChoice("no current PyTorch wheel%s runs on %s" % (" for " + which if which else "", shown),
                         "upgrade the NVIDIA driver to the 580 branch%s; then torch %d.%d (%s) runs"
                         % (" (the last branch for GPUs older than Turing)" if old_gpu else " or newer",
                            newer_driver[1][0], newer_driver[1][1], newer_driver[0].tag))
@@ -339,7 +342,7 @@ def _nothing(data: Catalog, driver_version: Optional[str], have: Minor, gpus: Li
                             "run on a GPU of compute capability 5.0 or newer, or on the CPU")
     current = _search(data, CURRENT_DRIVER[0], CURRENT_DRIVER[1], [], None)
     pythons = data.releases[current[1]].pythons if current else ()
-    return NoChoice("no PyTorch wheel runs on %s with this GPU and Python" % shown,
+    return NoChoice("no current PyTorch wheel runs on %s with this GPU and Python" % shown,
                     "upgrade the NVIDIA driver to the 580 branch and use Python %s" % _span(pythons)
                     if pythons else "upgrade the NVIDIA driver to the 580 branch")
 
@@ -466,6 +469,7 @@ def _fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: 
     they are (a torchaudio there is replaced with the pair; one of the chosen release but another build is pinned
     with the index's tag, so that pip replaces it)."""
     cuda = nvidia.parse_major_minor(driver_cuda)
+    version_shown = driver_version is not None
     if driver_version is None and cuda in nvidia.CUDA_MIN_DRIVER:
         # Only the CUDA version is known (a log's "found version 11040"): the oldest driver that reports it.
         driver_version = nvidia.CUDA_MIN_DRIVER[cuda]
@@ -479,7 +483,8 @@ def _fix_values(driver_version: Optional[str], driver_cuda: Optional[str], ccs: 
         else:
             driver_version, driver_cuda = UNKNOWN_DRIVER[0], "%d.%d" % UNKNOWN_DRIVER[1]
             basis = "the driver is not known: this build runs on any driver from %s" % UNKNOWN_DRIVER[0]
-    found = choose(driver_version, driver_cuda, ccs, python, platform, driver_known=cuda is not None)
+    found = choose(driver_version, driver_cuda, ccs, python, platform, driver_known=cuda is not None,
+                   version_shown=version_shown)
     if isinstance(found, NoChoice):
         old = archived_for(driver_cuda, python)
         archived = None
