@@ -699,6 +699,20 @@ def test_full_width_punctuation_reads_as_ascii():
     assert ids == ["host.oom_killed"], ids
 
 
+@pytest.mark.parametrize("prefix", ["", "trainer-1  | ", "2024-05-01T10:00:00.123456789Z stderr F ", "[pod/train-0/main] ",
+                                    "0: ", "[rank0]: ", "2024-05-01T10:00:00Z ", "web_1 | 2024-05-01T10:00:00+02:00 "])
+def test_a_log_collectors_prefix_does_not_hide_a_line_anchored_message(prefix):
+    """docker compose, containerd's CRI log files, kubectl --prefix, srun --label and torchrun put their own words
+    before each line: a bare 'Killed' (the kernel's OOM killer, as the shell reports it) is still the message."""
+    ids, _ = found_ids("epoch 3/100\n" + prefix + "Killed\n")
+    assert ids == ["host.oom_killed"], (prefix, ids)
+
+
+def test_a_prefix_is_only_a_prefix():
+    ids, _ = found_ids("RuntimeError: boom 0: Killed\nsomething else: Killed\n")
+    assert "host.oom_killed" not in ids, ids
+
+
 def test_yolov9_commands_only_for_a_log_that_shows_yolov9():
     nccl = "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, unhandled system error, NCCL version 2.14.3\n"
     _, fix, _ = _fix_of(nccl)

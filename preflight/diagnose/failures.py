@@ -30,7 +30,9 @@ scanner looks for anchors in raw bytes and runs the regex only on those lines.
 Named groups become template values (``(?P<gpu_sm>sm_\\d+)`` fills
 ``{gpu_sm}``). Matching ignores case (tools print the same message in either:
 ``nvml error: driver/library version mismatch``), typographic quotes (a forum
-turns ``couldn't`` into ``couldn‘t``) and markdown emphasis around a pasted line.
+turns ``couldn't`` into ``couldn‘t``), markdown emphasis around a pasted line, full-width punctuation and
+digits, and the prefix a log collector puts before each line (Docker, containerd's CRI format, kubectl, srun,
+torchrun).
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ _TYPOGRAPHY = (("\u2018", "'"), ("\u2019", "'"), ("\u201a", "'"), ("\u201b", "'"
 _FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
 _FULL_WIDTH[0x3000] = 0x20
 _FULL_WIDTH_BYTES = re.compile(b"\xe3\x80\x80|\xef\xbc[\x81-\xbf]|\xef\xbd[\x80-\x9e]")
+# What log collectors put before each line the program wrote, so that a pattern anchored at the start of a line
+# (a bare "Killed") still matches: the CRI log format of containerd and CRI-O ("<RFC 3339 time> stderr F "),
+# `docker logs --timestamps` ("<RFC 3339 time> "), `docker compose logs` ("trainer-1  | "), `kubectl logs --prefix`
+# ("[pod/name/container] "), `srun --label` ("0: ") and torchrun's per-rank prefixes ("[rank0]: ", "[default0]:").
+_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)"
+_WRAPPER = re.compile(r"(?:%s (?:stdout|stderr) [FP] |%s |[\w.-]{1,64} {1,32}\| |\[pod/[^\]\s]{1,300}\] |"
+                      r"\[(?:rank|default)\d{1,6}\]: ?|\d{1,6}: ){1,4}" % (_TIME, _TIME))
 
 
 def normalize(text: str) -> str:
@@ -66,6 +75,12 @@ def normalize(text: str) -> str:
         if old in text:
             text = text.replace(old, new)
     return text.translate(_FULL_WIDTH)
+
+
+def unwrap(line: str) -> str:
+    """The line as the program wrote it, without a log collector's prefix (see _WRAPPER)."""
+    found = _WRAPPER.match(line)
+    return line[found.end():] if found else line
 
 
 def normalize_bytes(data: bytes) -> bytes:
@@ -90,7 +105,7 @@ class Pattern(NamedTuple):
 
     def match(self, line: str) -> Optional[Dict[str, str]]:
         """The named groups when ``line`` matches (empty for a literal), else None."""
-        line = normalize(line)
+        line = unwrap(normalize(line))
         if self.key not in line.lower():
             return None
         if self.regex is None:
