@@ -29,10 +29,11 @@ def parse(argv):
 def test_every_command_has_a_whole_summary_and_examples_that_parse():
     assert set(COMMANDS) == set(cli.list_commands(None))
     listing = run_cli("--help").stdout
-    for name, (_, summary, examples) in COMMANDS.items():
+    for name, entry in COMMANDS.items():
+        summary, examples = entry.summary, entry.examples
         assert summary.endswith(".") and len(summary) <= 80 and "..." not in summary, \
             "%s: the summary must be one whole sentence of at most 80 characters: %r" % (name, summary)
-        assert 2 <= len(examples) <= 3, "%s: give two or three examples in cli.COMMANDS, not %d" % (name, len(examples))
+        assert 2 <= len(examples) <= 3, "%s: give two or three examples in preflight.commands.COMMANDS, not %d" % (name, len(examples))
         for example in examples:
             try:
                 parse(shlex.split(example))
@@ -148,3 +149,11 @@ def test_paths_complete_in_a_real_interactive_bash(tmp_path, typed, completed):
     (tmp_path / "reports").mkdir()
     shown = _interactive_bash_completes(tmp_path, typed)
     assert completed in shown, repr(shown)
+
+
+def test_a_mistyped_command_names_the_nearest():
+    completed = run_cli("chek")
+    assert completed.returncode == 2, completed
+    assert "No such command 'chek'. Did you mean 'check'" in completed.stderr, completed.stderr
+    completed = run_cli("zzzzzz")
+    assert completed.returncode == 2 and "Did you mean" not in completed.stderr and "Commands: check," in completed.stderr

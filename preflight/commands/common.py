@@ -7,8 +7,8 @@ import socket
 import sys
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
-from preflight.commands.options import CheckOptions
-from preflight.errors import PreflightError
+from preflight.commands.options import CheckOptions, OutputOptions
+from preflight.errors import PreflightError, WriteFailed
 from preflight.facts import collect
 
 Warn = Optional[Callable[[str], None]]
@@ -82,6 +82,26 @@ def keep(report, kept: Keep, warn: Warn = None, host: Optional[str] = None, line
                     exc.message, " (%s)" % exc.hint if exc.hint else ""))
     keep_line(kept, line or "preflight: %s" % report.summary_line(), severity or ("info" if report.ok else "error"),
               warn)
+
+
+def show_report(report, shown: OutputOptions, warn: Warn = None, kept: Keep = Keep()) -> int:
+    """Keep a judged report (--report-dir, --syslog), write it in the chosen format, and return its exit code:
+    check and smoke end here."""
+    from preflight.files.output import emit
+    from preflight.render import formats
+
+    keep(report, kept, warn)
+    code = formats.exit_code(report, shown.format)
+    try:
+        emit(formats.render("report", report, shown.format, quiet=shown.quiet, color=shown.colored(),
+                            expires_in=shown.expires_in), shown.output)
+    except WriteFailed as exc:  # a full disk must not turn a failed check into bad usage, nor a passed one;
+        # a wrong destination (no such folder, a folder, a planted link) stays the user's to fix: exit 2.
+        # A Nagios plugin whose line was not written could not run: UNKNOWN (cli.main says so).
+        if warn is None or shown.format == "nagios":
+            raise
+        warn("the report was not written: %s; the check's own verdict stands (exit %d)" % (exc.message, code))
+    return code
 
 
 def keep_line(kept: Keep, line: str, severity: str, warn: Warn = None) -> None:

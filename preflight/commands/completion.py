@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import List
 
+import click
+
 from preflight.errors import ExitCode
 
 COMPLETE_VARIABLE = "_PREFLIGHT_COMPLETE"
@@ -41,3 +43,16 @@ def values(kind: str, incomplete: str) -> List:
     else:
         names, helps = set(ruleset.gpus), {g.id: g.name for g in ruleset.gpus.values()}
     return [CompletionItem(name, help=helps.get(name)) for name in sorted(names) if name.startswith(incomplete)]
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def build() -> click.Command:
+    @click.command("completion")
+    @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+    def completion(shell) -> int:
+        """Print a shell completion script: commands, options, rule ids (--select, --ignore, explain), workloads and
+        catalog GPUs. bash: eval "$(preflight completion bash)" in ~/.bashrc; zsh: in ~/.zshrc; fish:
+        preflight completion fish > ~/.config/fish/completions/preflight.fish"""
+        return main(click.get_current_context().find_root().command, shell)
+    return completion

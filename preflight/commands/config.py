@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from typing import Callable, Optional, Sequence
 
-from preflight.commands import pipeline, site
+import click
+
+from preflight.commands import CHECKING_COMMANDS, COMMANDS, pipeline, site
+from preflight.commands.click_options import CONFIG, complete_files, format_names, warn
 from preflight.commands.options import CheckOptions
 from preflight.config import site_config
 
@@ -90,3 +93,55 @@ def validate(paths: Sequence[str], echo: Callable[[str], None], warn=None, table
     if bad:
         echo("%d of %d configuration file%s invalid" % (bad, len(paths), "" if len(paths) == 1 else "s"))
     return ExitCode.USAGE if bad else ExitCode.OK
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def build() -> click.Command:
+    @click.group("config")
+    def config_group() -> None:
+        """The site configuration (--config, PREFLIGHT_CONFIG or /etc/preflight/config.toml)."""
+
+
+    @config_group.command("show")
+    @CONFIG
+    @click.option("--host", metavar="NAME", help="Match [[match]] hosts against this short host name [default: this host].")
+    @click.option("--gpu", "gpus", multiple=True, metavar="NAME",
+                  help="Match [[match]] gpus against this GPU name (repeatable) [default: this machine's, from NVML].")
+    @click.option("--partition", "partitions", multiple=True, metavar="NAME",
+                  help="Slurm partitions to match (repeatable) [default: SLURM_JOB_PARTITION, else unknown].")
+    @click.option("--feature", "features", multiple=True, metavar="NAME", help="Slurm node features to match (repeatable).")
+    @click.option("--command", "for_command", type=click.Choice(CHECKING_COMMANDS), default="check",
+                  show_default=True, help="Whose built-in defaults to show (slurm: profile node, --expect-gpus auto; "
+                                          "serve: profile node).")
+    @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=complete_files,
+                  help="GPU names from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
+    @click.option("--format", "output_format", type=click.Choice(format_names("config")), default="text", show_default=True)
+    def config_show(config, host, gpus, partitions, features, for_command, nvml_fixture, output_format) -> int:
+        """Print the settings in effect here (profile, select, ignore, set, rules, expect_gpus, timeout) and where
+        each came from: the built-in default, [defaults], or the [[match]] that set it, with its line.
+
+        \b
+        Exit codes: 0 shown, 2 the configuration file is bad (file, line and key are named).
+        """
+        profile, expect_gpus = COMMANDS[for_command].profile, COMMANDS[for_command].expect_gpus
+        options = CheckOptions(profile=profile, expect_gpus=expect_gpus, config=config, nvml_fixture=nvml_fixture,
+                               command="config")
+        return show(options, host, gpus, partitions, features, output_format, click.echo, warn)
+
+
+    @config_group.command("validate")
+    @click.argument("files", nargs=-1, required=True, metavar="FILE...", shell_complete=complete_files)
+    @click.option("--submit-table", "tables", multiple=True, metavar="FILE", shell_complete=complete_files,
+                  help="Also say whether this submit filters' table is stale for the configuration [default: "
+                       "preflight-fit.lua beside slurm.conf, where there is one].")
+    def config_validate(files, tables) -> int:
+        """Check whole site configuration files, for a rollout pipeline (like nginx -t or goss validate): every section,
+        whether it matches this host or not: keys, values, selectors, rule ids and settings in set, select and ignore,
+        and rules paths. Each problem is printed with its file and line.
+
+        \b
+        Exit codes: 0 every file is valid, 2 a file is not (each problem named).
+        """
+        return validate(files, click.echo, warn, tables)
+    return config_group

@@ -7,9 +7,14 @@ import sys
 import zlib
 from typing import List
 
+import click
+
 from preflight.commands import common
+from preflight.commands.click_options import (COLORS, CONFIG, OUTPUT, PROBE, check_options, complete_files,
+                                              format_names, one_facts_file, setting, shown, warn)
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.engine import selection
+from preflight.engine.model import PROFILES
 from preflight.errors import PreflightError
 
 _HINT = "give the path of a training log, or '-' to read standard input"
@@ -111,3 +116,45 @@ def main(path: str, options: CheckOptions, shown: OutputOptions, warn: common.Wa
     found = run(path, options, warn)
     emit(formats.render("diagnosis", found, shown.format, color=shown.colored()), shown.output)
     return found.exit_code
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def build() -> click.Command:
+    @click.command("diagnose")
+    @click.argument("log", required=False, metavar="[LOG|-]", shell_complete=complete_files)
+    @click.option("--format", "output_format", type=click.Choice(format_names("diagnosis")), default="text",
+                  show_default=True)
+    @click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=one_facts_file, shell_complete=complete_files,
+                  help="Make fixes concrete with a saved snapshot instead of probing.")
+    @setting("facts_from", default="auto", show_default=True)
+    @click.option("--no-facts", is_flag=True, help="Do not look at this machine: the same as --facts-from log.")
+    @setting("profile", type=click.Choice(PROFILES), metavar=None, default="train", show_default=True,
+             help="Profile of the related check rules shown with each problem.")
+    @click.option("--list", "list_catalog", is_flag=True, help="List the known failures instead of reading a log.")
+    @click.option("--color", type=COLORS, default="auto", show_default=True)
+    @OUTPUT
+    @CONFIG
+    @check_options(PROBE)
+    def diagnose(options, log, output_format, no_facts, list_catalog, color, output) -> int:
+        """Read a failed run's log (a file, '-' or a pipe) and name each known problem with its cause and fix.
+
+        \b
+        Exit codes: 0 nothing known found, 1 at least one known problem, 2 bad input.
+        """
+        if list_catalog:
+            from preflight.commands import rules
+
+            return rules.list_failures(options.rules_paths)
+        if options.facts_file and (no_facts or options.facts_from == "log"):
+            raise click.UsageError("--facts FILE and --no-facts (--facts-from log) contradict each other: give one")
+        if no_facts:
+            if "facts_from" in options.given and options.facts_from != "log":
+                raise click.UsageError("--no-facts is --facts-from log; --facts-from %s contradicts it" % options.facts_from)
+            options = options.replace(facts_from="log", given=options.given | {"facts_from"})
+        if log is None:
+            if sys.stdin is not None and sys.stdin.isatty():
+                raise click.UsageError("give a log file, or pipe one in: preflight diagnose train.log / ... | preflight diagnose -")
+            log = "-"
+        return main(log, options, shown(output_format, output, color=color), warn)
+    return diagnose

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+import click
+
 from preflight.commands import common
+from preflight.commands.click_options import OUTPUT, PROBE, check_options, format_names, shown
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.engine import loader, selection
 from preflight.errors import ExitCode
@@ -35,3 +38,19 @@ def list_facts() -> int:
     emit("\n".join("%s  %-8s  %-7s  %s" % (fact.path.ljust(width), fact.kind, "per-GPU" if fact.per_gpu else "",
                                            fact.description) for fact in REGISTRY.values()))
     return ExitCode.OK
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def build() -> click.Command:
+    @click.command("facts")
+    @click.option("--list", "listing", is_flag=True, help="List the facts rules can read instead of collecting them.")
+    @click.option("--format", "output_format", type=click.Choice(format_names("facts")), default="json", show_default=True,
+                  help="json: the snapshot (preflight.facts/1); text: a block to paste into a bug report.")
+    @OUTPUT
+    @check_options(PROBE)
+    def facts(options, listing, output_format, output) -> int:
+        """Print everything the probes see, as JSON (save it and replay it with 'check --facts FILE'), or as a short
+        text block for a bug report (--format text)."""
+        return list_facts() if listing else main(options, shown(output_format, output))
+    return facts

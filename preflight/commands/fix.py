@@ -18,8 +18,12 @@ import tempfile
 import time
 from typing import Callable, List, Mapping, Optional
 
+import click
+
 from preflight import fix_plan
 from preflight.commands import common, pipeline
+from preflight.commands.click_options import (OUTPUT, PROBE, check_group, check_options, complete_files, declare,
+                                              format_names, shown, warn)
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import OutputError, PreflightError
 from preflight.terminal import say
@@ -169,3 +173,36 @@ def _open_log(path: Optional[str]):
         os.close(folder)
     return os.path.join(resolved.folder, resolved.name), os.fdopen(descriptor, "wb")
 
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def build() -> click.Command:
+    @click.command("fix")
+    @declare(check_group("fix", with_facts=False))
+    @click.option("--dry-run", is_flag=True, help="Show the plan and what preflight fix would run; change nothing.")
+    @click.option("-y", "--yes", is_flag=True, help="Run the plan's pip steps without asking (needed when standard "
+                  "input is not a terminal).")
+    @click.option("--log", "log_path", metavar="FILE", shell_complete=complete_files,
+                  help="Write pip's output to FILE, a new file [default: a new preflight-fix-*.log in the temporary "
+                       "folder, named in the output].")
+    @click.option("--format", "output_format", type=click.Choice(format_names("fix")), default="text",
+                  show_default=True, help="text for people; json (preflight.fix/1): the plan, what ran, what changed.")
+    @OUTPUT
+    @check_options(PROBE)
+    def fix(options, dry_run, yes, log_path, output_format, output) -> int:
+        """Check, then run the plan's pip steps in the job's interpreter, and check again.
+
+        \b
+        The plan is check's "Fix first": every failing rule's fix, in order, its pip
+        lines for the job's interpreter merged into one transaction per index. fix
+        runs only those lines, exactly as printed, in the interpreter of --python, or
+        of the active virtual or conda environment (never conda's base environment);
+        drivers, sudo, system packages, conda and Slurm steps stay yours, and it says
+        which. It asks first on a terminal; elsewhere it needs --yes. pip's output
+        goes to a log file it names; a pip step that fails stops the plan.
+        Exit codes: 0 the check passes afterwards, 1 it still fails, 2 bad usage (no
+        interpreter to change, no --yes without a terminal).
+        """
+        return main(options, shown(output_format, output), dry_run, yes, log_path,
+                    lambda question: click.confirm(question, default=False, err=True), warn)
+    return fix

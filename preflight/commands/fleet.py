@@ -15,7 +15,11 @@ import os
 import signal
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
+import click
+
 from preflight.commands import common, pipeline, site
+from preflight.commands.click_options import (CHECK_WITHOUT_FACTS, OUTPUT, check_options, complete_files, format_names,
+                                              setting, shown, warn)
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode, FactsFileError, PreflightError
 from preflight.fleet import read
@@ -230,3 +234,34 @@ def main(options: CheckOptions, paths: List[str], baseline: Optional[str], shown
                              "nodes read: %s" % ", ".join(n.name for n in fleet.nodes[:10]))
     emit(formats.render("fleet", FleetView(fleet, baseline, against), shown.format), shown.output)
     return ExitCode.FAILED if fleet.counts()["failing"] else ExitCode.OK
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def build() -> click.Command:
+    @click.command("fleet")
+    @click.argument("paths", nargs=-1, required=True, metavar="PATH|URL|-...", shell_complete=complete_files)
+    @click.option("--baseline", metavar="NODE|FILE",
+                  help="A known-good node (its name among the files read) or its report or snapshot file: list the "
+                       "facts on which each node differs from it.")
+    @click.option("--nodes", "nodes_of", metavar="RULE[:GROUP]", multiple=True,
+                  help="Print only the folded list of the nodes RULE fails or warns on (GROUP: those given its Nth "
+                       "fix, as the report numbers them), to paste into scontrol or pdsh; empty when no node has it. "
+                       "Given several times, from one read of the files: a line 'RULE[:GROUP] LIST' for each. "
+                       "Exit 0, or 2 when a RULE is not a rule of the nodes read.")
+    @click.option("--jobs", type=click.IntRange(1, 256), metavar="N", help="Processes that read and judge the files of a folder or list "
+                  "of 200 or more [default: the CPUs preflight may use, at most 8; 1: all in this process].")
+    @click.option("--format", "output_format", type=click.Choice(format_names("fleet")),
+                  default="text", show_default=True)
+    @OUTPUT
+    @setting("rules", help="Add or override rules (as check --rules) for the snapshots evaluated here.")
+    @check_options(CHECK_WITHOUT_FACTS)
+    def fleet(options, paths, baseline, nodes_of, jobs, output_format, output) -> int:
+        """Many nodes at once: reports and facts snapshots (files or folders of .json and .json.gz; '-' reads a
+        stream of them from standard input; http://HOST:PORT reads a preflight serve's /report, 32 at a time, 10 s
+        each), snapshots evaluated here with the same rules and options as check. Which nodes are not ready and why
+        (root causes first, each group of nodes with its own fix, node lists folded as Slurm folds them:
+        gpu-b[001-040,044]), and the drift."""
+        return main(options, list(paths), baseline, shown(output_format, output), warn, list(nodes_of),
+                    jobs)
+    return fleet

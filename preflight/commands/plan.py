@@ -6,9 +6,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
+import click
+
 from preflight.capacity import estimate
 from preflight.capacity.planning import Plan, Row
 from preflight.commands import common, pipeline
+from preflight.commands.click_options import (COLORS, CONFIG, OUTPUT, check_options, complete, complete_files, declare,
+                                              format_names, one_facts_file, setting, shown, warn, workload_group)
 from preflight.commands.options import CheckOptions, OutputOptions
 from preflight.errors import ExitCode, PreflightError
 from preflight.facts.view import SnapshotView, Unknown
@@ -194,3 +198,125 @@ def submission_main(options: CheckOptions, slurm: Dict[str, Optional[str]], decl
     if text or shown.output not in (None, "-"):  # a job with nothing to say about it: no line at all
         emit(text, shown.output)
     return ExitCode.FAILED if result.refused else ExitCode.OK
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+SLURM_JOB = [  # plan's Slurm mode: the job as deploy/slurm/cli_filter.lua reads it from sbatch, srun or salloc
+    click.option("--slurm-comment", metavar="TEXT", help="The job's --comment: its 'preflight: workload=ID batch=N "
+                 "img=N' declaration (keys: this command's workload options and gpus) gives the workload, judged "
+                 "against the GPUs the job asks for; a comment without one: nothing judged, exit 0."),
+    click.option("--slurm-gres", metavar="SPEC", help="The job's --gres as Slurm writes it (gpu:h200:2)."),
+    click.option("--slurm-gpus", metavar="SPEC", help="The job's --gpus, its GPUs in all ([type:]count)."),
+    click.option("--slurm-gpus-per-node", metavar="SPEC", help="The job's --gpus-per-node ([type:]count)."),
+    click.option("--slurm-nodes", metavar="N[-M]", help="The job's --nodes: the GPUs per node times the most "
+                 "nodes share the batch."),
+    setting("slurm_gpu_types"),
+    setting("slurm_does_not_fit", type=click.Choice(["refuse", "warn"]), metavar=None, default="refuse",
+            show_default=True),
+]
+
+
+_WORKLOAD_KEYS = ("workload", "task", "batch", "imgsz", "fp32", "half", "optimizer", "max_objects",
+                  "instances_per_batch", "labels", "gpus")
+
+
+def declared_from_comment(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """plan --slurm-comment: the comment's declaration as the options of those names (--img for img=640), each
+    converted and checked by its own declaration; an option also on the command line is a usage error."""
+    from preflight.integrations import slurm_submit
+
+    if kwargs.get("slurm_comment") is None:
+        return kwargs
+    pairs = slurm_submit.declaration(kwargs.get("slurm_comment"))
+    if pairs is None:
+        return kwargs
+    context = click.get_current_context()
+    options = {option.opts[0][2:]: option for option in context.command.params
+               if isinstance(option, click.Option) and option.name in _WORKLOAD_KEYS}
+    for key, value in pairs:
+        option = options.get(key)
+        if option is None:
+            raise click.UsageError("the job's comment declares %r: not a workload option; keys: %s" % (
+                key, ", ".join(sorted(options))))
+        if context.get_parameter_source(option.name) == click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError("--%s is given on the command line and in the job's comment: give it once" % key)
+        try:
+            if option.is_flag:
+                if value not in (None, "true", "yes", "1"):
+                    raise click.BadParameter("a flag: give %s alone" % key)
+                kwargs[option.name] = True
+            else:
+                if value is None:
+                    raise click.BadParameter("give %s=VALUE" % key)
+                kwargs[option.name] = option.type_cast_value(context, value)
+        except click.BadParameter as exc:
+            raise click.UsageError("the job's comment: %s%s: %s" % (key, "=%s" % value if value else "",
+                                                                    exc.format_message()))
+    return kwargs
+
+
+def build() -> click.Command:
+    @click.command("plan")
+    @declare(workload_group(planned=True))
+    @click.option("--gpu", "gpu_filters", multiple=True, metavar="NAME", shell_complete=complete("gpus"),
+                  help="Only these catalog GPUs (part of the name or the id: 3060, a100-80gb, h200); repeatable.")
+    @click.option("--gpu-memory", metavar="SIZE", help="Plan for one GPU that is not in the catalog: its total memory "
+                  "as nvidia-smi shows it (6GiB, 6144MiB); usable memory is estimated at 97% of it.")
+    @click.option("--gpus", type=int, metavar="N",
+                  help="GPUs of each kind the run uses under torchrun (DDP): the total --batch is split over them, each "
+                       "row judges rank 0's share (the tightest: only rank 0 validates), and the largest batches are "
+                       "totals over the N GPUs. [default: 1; in the Slurm mode, the job's GPUs]")
+    @click.option("--cc", "compute_capability", metavar="X.Y", help="With --gpu-memory: that GPU's compute capability "
+                  "(8.6), to say whether PyTorch supports its architecture.")
+    @click.option("--format", "output_format", type=click.Choice(format_names("plan")), default="text",
+                  show_default=True)
+    @OUTPUT
+    @click.option("--color", type=COLORS, default="auto", show_default=True,
+                  help="Colour the text (auto: only on a terminal, never when NO_COLOR is set).")
+    @click.option("--facts", "facts_file", metavar="FILE", multiple=True, callback=one_facts_file, shell_complete=complete_files,
+                  help="This machine's GPUs from a saved snapshot.")
+    @click.option("--nvml-fixture", metavar="FILE", envvar="PREFLIGHT_NVML_FIXTURE", shell_complete=complete_files,
+                  help="This machine's GPUs from a replayed NVML recording. [env: PREFLIGHT_NVML_FIXTURE]")
+    @setting("timeout", default="10", show_default=True)
+    @setting("rules", help="Add workloads ([[workload]]) or GPUs ([[gpu]]) from a .toml file (repeatable).")
+    @CONFIG
+    @check_options(SLURM_JOB, before=declared_from_comment)
+    def plan(options, gpu_filters, gpu_memory, compute_capability, gpus, output_format, output, color,
+             slurm_comment, slurm_gres, slurm_gpus, slurm_gpus_per_node, slurm_nodes) -> int:
+        """Will a workload fit, and which GPU to use: memory needed, the verdict, and the largest batches, per GPU.
+
+        \b
+        Verdicts: fits (the whole run's peak, validation cache and margin included, is
+        within the usable memory); tight (only the training steps' own need is: it
+        should run, as PyTorch gives back cached memory before it runs out); does not
+        fit (not even the training steps). --batch is the trainer's total batch; with
+        --gpus N it is split over N GPUs as torchrun (DDP) splits it, rank 0 (which
+        alone validates) is judged, and the largest batches are totals over the N.
+
+        \b
+        Slurm mode (--slurm-comment and the job's GPU options, as the submit filter
+        deploy/slurm/cli_filter.lua passes them): one GPU type judged, one line said.
+        Exit 1: it does not fit and the site refuses such jobs (slurm_does_not_fit);
+        0: it fits, is tight, only warned about, or not judged; 2: bad input.
+        """
+        slurm = {"comment": slurm_comment, "gres": slurm_gres, "gpus": slurm_gpus,
+                 "gpus_per_node": slurm_gpus_per_node, "nodes": slurm_nodes}
+        if any(value is not None for value in slurm.values()):
+            if gpu_filters or gpu_memory is not None or compute_capability is not None:
+                raise click.UsageError("the Slurm mode judges the GPU type the job asks for: leave out --gpu, "
+                                       "--gpu-memory and --cc")
+            if output_format not in format_names("submission"):
+                raise click.UsageError("the Slurm mode writes %s, not %s" % (
+                    " or ".join(format_names("submission")), output_format))
+            return submission_main(options, slurm, gpus, shown(output_format, output), warn)
+        if options.workload is None:
+            raise click.UsageError("Missing option '--workload'.")
+        if compute_capability is not None and gpu_memory is None:
+            raise click.UsageError("--cc describes the GPU --gpu-memory gives; add --gpu-memory SIZE")
+        if gpu_memory is not None and gpu_filters:
+            raise click.UsageError("--gpu-memory plans for that GPU alone; leave out --gpu")
+        custom = custom_gpu(gpu_memory, compute_capability) if gpu_memory is not None else None
+        return main(options, list(gpu_filters), shown(output_format, output, color=color), warn, custom,
+                    1 if gpus is None else gpus)
+    return plan

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+import click
+
+from preflight.commands.click_options import complete, format_names, setting
 from preflight.engine import loader
+from preflight.engine.model import PROFILES
 from preflight.errors import ExitCode
 from preflight.files.output import emit
 
@@ -47,3 +51,27 @@ def list_failures(rules_paths: List[str]) -> int:
     ruleset = loader.load(rules_paths, failures=True)
     emit(rules_doc.failures_text(list(ruleset.failures.values()), list(ruleset.families.values())))
     return ExitCode.OK
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def build() -> click.Command:
+    @click.command("rules")
+    @setting("profile", type=click.Choice(PROFILES), metavar=None, help="Only the rules of this profile.")
+    @click.option("--format", "output_format", type=click.Choice(format_names("rules")), default="text",
+                  show_default=True)
+    @setting("rules", help="Add or override rules (repeatable).")
+    def rules_command(profile, output_format, rules_paths) -> int:
+        """List the rules (the defaults plus any --rules)."""
+        return list_rules(list(rules_paths), profile, output_format)
+    return rules_command
+
+
+def build_explain() -> click.Command:
+    @click.command("explain")
+    @click.argument("rule_id", shell_complete=complete("explain"))
+    @setting("rules", help="Add or override rules (repeatable).")
+    def explain_command(rule_id, rules_paths) -> int:
+        """Show one rule or known failure in full: what it checks or recognises, why, its source and its fix."""
+        return explain(rule_id, list(rules_paths))
+    return explain_command

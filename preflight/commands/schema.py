@@ -6,6 +6,9 @@ import importlib
 import os
 from typing import Optional
 
+import click
+
+from preflight.commands.click_options import OUTPUT
 from preflight.errors import ExitCode, PreflightError
 
 # Every JSON document preflight writes: its schema name, what writes it, and the function beside that code that
@@ -60,3 +63,17 @@ def main(name: Optional[str], output: Optional[str] = None) -> int:
         raise PreflightError("the %s schema is missing from this installation (%s)" % (name, exc),
                              "reinstall: pip install --force-reinstall gpu-preflight")
     return ExitCode.OK
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def build() -> click.Command:
+    @click.command("schema")
+    @click.argument("name", required=False, type=click.Choice(list(DOCUMENTS)))
+    @OUTPUT
+    def schema(name, output) -> int:
+        """Print the JSON Schema (draft 2020-12) of a JSON document preflight writes: report (check --format json),
+        diagnosis, plan, facts or fleet; or of the site configuration it reads (config, its TOML as JSON); without
+        NAME, list them."""
+        return main(name, output)
+    return schema

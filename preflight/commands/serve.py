@@ -5,7 +5,11 @@ from __future__ import annotations
 import signal
 from typing import Optional
 
+import click
+
 from preflight.commands import common
+from preflight.commands.click_options import (FIT, NODE_WATCH, PROBE, WORKLOAD, check_options, complete_files, declare,
+                                              duration, warn)
 from preflight.commands.options import CheckOptions
 from preflight.errors import ExitCode, PreflightError
 from preflight.terminal import say
@@ -66,3 +70,27 @@ def main(options: CheckOptions, listen: str, interval: float, nfd_output: Option
         server.sock.close()
     say("preflight serve: stopped")
     return ExitCode.OK
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def build() -> click.Command:
+    @click.command("serve")
+    @declare(NODE_WATCH)
+    @click.option("--listen", default="127.0.0.1:10480", show_default=True, metavar="HOST:PORT",
+                  help="Where to serve /healthz, /metrics and /report (0.0.0.0:10480 for every interface; port 0: any).")
+    @click.option("--interval", default="60s", show_default=True, metavar="DURATION",
+                  help="How often to check (requests never start a check).")
+    @click.option("--nfd-output", metavar="FILE", shell_complete=complete_files,
+                  help="Also write the NFD feature file after every check (as check --format nfd --output FILE).")
+    @click.option("--expires-in", default="1h", show_default=True, metavar="DURATION",
+                  help="With --nfd-output: NFD drops the labels if the file is not rewritten within this time.")
+    @check_options(PROBE, WORKLOAD, FIT)
+    def serve(options, listen, interval, nfd_output, expires_in) -> int:
+        """Check every interval and serve the latest result over HTTP: /healthz (200 OK, 503 failing) for
+        Kubernetes probes, /metrics for Prometheus, /report as JSON. SIGTERM stops it."""
+        seconds = duration("--interval", interval)
+        if seconds < 1:
+            raise click.UsageError("--interval must be at least 1s, got %s" % interval)
+        return main(options, listen, seconds, nfd_output, duration("--expires-in", expires_in), warn)
+    return serve

@@ -17,7 +17,11 @@ import os
 import time
 from typing import Callable, List, Optional
 
+import click
+
 from preflight.commands import common, pipeline
+from preflight.commands.click_options import (KEEP, PROBE, check_group, check_options, complete_files, declare,
+                                              duration, kept, log, warn)
 from preflight.commands.options import CheckOptions
 from preflight.errors import ExitCode, PreflightError
 from preflight.integrations import slurm as admission
@@ -169,3 +173,75 @@ def write_submit_table(options: CheckOptions, path: str, log: Callable[[str], No
             "" if data["config"]["text"] is not None else " (none there: a file written there later makes the "
             "table stale)"))
     return ExitCode.OK
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+def build() -> click.Command:
+    @click.command("slurm")
+    @declare(check_group("slurm"))
+    @click.option("--prolog", "as_prolog", is_flag=True,
+                  help="Run as slurmd's Prolog: call no Slurm command, check the job's GPUs (SLURM_JOB_GPUS, else "
+                       "CUDA_VISIBLE_DEVICES) and what every job shares, exit 1 only for a fault that must stop this job; "
+                       "other GPUs' faults are logged and left to the health program.")
+    @click.option("--node", metavar="NAME", help="Slurm node name [default: SLURMD_NODENAME, else the short host name].")
+    @click.option("--scontrol", metavar="PATH", shell_complete=complete_files, help="scontrol to use [default: found in PATH or the usual install folders].")
+    @click.option("--slurm-conf", metavar="FILE", shell_complete=complete_files,
+                  help="slurm.conf for scontrol [default: SLURM_CONF, else /etc/slurm/slurm.conf, /etc/slurm-llnl/slurm.conf, "
+                       "/usr/local/etc/slurm.conf or /opt/slurm/etc/slurm.conf, else scontrol's own].")
+    @click.option("--scontrol-timeout", default="10s", show_default=True, metavar="DURATION")
+    @click.option("--dry-run", is_flag=True, help="Say what would be done to the node, but do not change it; with "
+                  "--prolog, judge the job as the prolog would, say the exit it would give, and exit 0.")
+    @click.option("--submit-table", metavar="FILE", shell_complete=complete_files,
+                  help="Write the submit filters' table (Lua data: the capacity model, the GPU types, the site's "
+                       "policy) to FILE, preflight-fit.lua beside slurm.conf, and exit; nothing is checked.")
+    @declare(KEEP)
+    @check_options(PROBE)
+    def slurm(options, as_prolog, node, scontrol, slurm_conf, scontrol_timeout, dry_run, submit_table, report_dir,
+              syslog) -> int:
+        """Slurm HealthCheckProgram (drain a failing node, resume it when it passes) and Prolog (--prolog).
+
+        \b
+        Health program: drains with Reason="preflight: <rule-id> <message>";
+        resumes only nodes whose reason starts with "preflight:". A node whose
+        reason is anyone else's (DOWN, FAIL, MAINT, DRAIN by an administrator) is
+        never drained over or resumed. Exit codes: 0 checks pass, 1 checks fail
+        (the node is drained), 2 bad usage, 4 scontrol missing, failing or not
+        answering, 5 unknown: a probe timed out (not NVML) or the site
+        configuration or rules cannot be used; the node is left as it is. slurmd
+        changes nothing on the exit code of a health program: only preflight's
+        own scontrol call drains.
+        \b
+        Prolog (--prolog): calls no Slurm command. Exit codes: 0 the job may start
+        (also when preflight cannot judge: a broken configuration, a probe that
+        timed out, logged), 1 a fault of the job's GPUs or of the whole node:
+        Slurm drains the node ("Prolog error") and requeues the job, 2 bad usage.
+        \b
+        The profile is node (hardware and driver); train or inference need
+        --python PATH, the job's interpreter.
+        \b
+        --submit-table FILE writes the table the submit filters decide from
+        (deploy/slurm/cli_filter.lua, job_submit.lua): write it again when
+        preflight, the site configuration or the cluster's GPU types change.
+        """
+        from preflight.integrations.slurm import require_job_interpreter
+
+        if submit_table is not None:
+            if as_prolog or dry_run:
+                raise click.UsageError("--submit-table writes the filters' table and checks nothing: leave out %s"
+                                       % ("--prolog" if as_prolog else "--dry-run"))
+            return write_submit_table(options, submit_table, log, warn)
+        require_job_interpreter(options.profile, options.python)  # before asking scontrol anything
+        keeping = kept(report_dir, syslog)
+        if as_prolog:
+            given = [name for name, value in (("--node", node), ("--scontrol", scontrol), ("--slurm-conf", slurm_conf))
+                     if value]
+            if given:
+                warn("--prolog calls no Slurm command: %s ignored (options of the health program's line)"
+                     % ", ".join(given))
+            return prolog(options, log, warn, keeping, dry_run)
+        timeout = duration("--scontrol-timeout", scontrol_timeout)
+        if timeout <= 0:
+            raise click.BadParameter("must be more than 0, got %s" % scontrol_timeout, param_hint="--scontrol-timeout")
+        return main(options, node, scontrol, slurm_conf, timeout, dry_run, log, warn, keeping)
+    return slurm
