@@ -196,8 +196,10 @@ def test_a_signal_to_preflight_kills_its_helpers(tmp_path, signum, code):
 
 def test_exec_leaves_no_helper_to_the_command(tmp_path):
     hang, pidfile = _hanging_python(tmp_path)
-    script = 'if kill -0 "$(cat %s)" 2>/dev/null && ! grep -q "^State:.*Z" /proc/$(cat %s)/status; then ' \
-             'echo HELPER-ALIVE; else echo HELPER-GONE; fi' % (pidfile, pidfile)
+    # One read of the helper's state: a helper that exits between two looks (kill -0, then its status file) must
+    # not read as alive. Gone, or a zombie (dead, not yet reaped), is gone.
+    script = 'state=$(sed -n "s/^State:[[:space:]]*//p" "/proc/$(cat %s 2>/dev/null)/status" 2>/dev/null); ' \
+             'case "$state" in ""|Z*) echo HELPER-GONE;; *) echo HELPER-ALIVE;; esac' % pidfile
     completed = run_cli("exec", "--select", "python", "--python", str(hang), "--timeout", "1", "--warn-only",
                         "--", "sh", "-c", script)
     assert "HELPER-GONE" in completed.stdout, completed.stdout + completed.stderr

@@ -73,7 +73,7 @@ def validate(paths: Sequence[str], echo: Callable[[str], None], warn=None, table
             rules = [site_config.rule_path(path, rule) for section in config.sections
                      for rule in section.settings.get("rules", ())]
             ruleset = loader.load(rules, capacity=site.needs_capacity(config))
-            found = site.problems(config, ruleset, PROFILES)
+            found = site.problems(config, ruleset, PROFILES, warn)
         except site_config.ConfigError as exc:
             found = site_config.each(exc)
         except PreflightError as exc:  # a rule file the configuration names, or the file cannot be read

@@ -92,8 +92,8 @@ def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: 
         ruleset.rules[rule.id] = rule
     from preflight.engine import selection
 
-    settings = selection.parse_settings(ruleset, options.settings, options.profile)
-    rules = selection.choose(ruleset, options.profile, options.select, options.ignore, settings)
+    settings = selection.parse_settings(ruleset, options.settings, options.profile, warn)
+    rules = selection.choose(ruleset, options.profile, options.select, options.ignore, settings, warn)
     if not rules and checking:
         raise no_rules_left(applied)
     workload = None

@@ -6,10 +6,10 @@ from typing import List, Optional
 
 import click
 
-from preflight.commands.click_options import complete, format_names, setting
+from preflight.commands.click_options import complete, format_names, setting, warn
 from preflight.engine import loader
 from preflight.engine.model import PROFILES
-from preflight.errors import ExitCode
+from preflight.errors import ExitCode, PreflightError
 from preflight.files.output import emit
 
 
@@ -30,10 +30,21 @@ def list_rules(rules_paths: List[str], profile: Optional[str], output_format: st
     return ExitCode.OK
 
 
-def explain(rule_id: str, rules_paths: List[str]) -> int:
+def explain(rule_id: str, rules_paths: List[str], warn=None) -> int:
+    from preflight.engine import lifecycle
     from preflight.render import rules_doc
 
     ruleset = loader.load(rules_paths, failures=True, smoke=True)
+    known = set(ruleset.rules) | set(ruleset.failures) | set(ruleset.families)
+    if rule_id.split("/")[0] not in known:
+        now, note = lifecycle.resolve(ruleset, rule_id)
+        if note:
+            if now is None:
+                raise PreflightError(note.replace(": it is skipped; remove it", ""), "'preflight rules' lists every "
+                                     "rule id, 'preflight diagnose --list' every known failure")
+            if warn is not None:
+                warn(note)
+            rule_id = now
     if rule_id in ruleset.failures:
         emit(rules_doc.explain_failure(ruleset.failures[rule_id]))
     elif rule_id.split("/")[0] in ruleset.families:
@@ -73,5 +84,5 @@ def build_explain() -> click.Command:
     @setting("rules", help="Add or override rules (repeatable).")
     def explain_command(rule_id, rules_paths) -> int:
         """Show one rule or known failure in full: what it checks or recognises, why, its source and its fix."""
-        return explain(rule_id, list(rules_paths))
+        return explain(rule_id, list(rules_paths), warn)
     return explain_command

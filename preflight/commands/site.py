@@ -166,10 +166,11 @@ def needs_capacity(config: "Optional[site_config.Config]") -> bool:
                                       for key in ("fit_labels", "slurm_gpu_types"))
 
 
-def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
-             profiles: Sequence[str]) -> "List[site_config.ConfigError]":
+def problems(config: "site_config.Config", ruleset: "loader.RuleSet", profiles: Sequence[str],
+             warn: common.Warn = None) -> "List[site_config.ConfigError]":
     """What is wrong with the rule ids and settings the configuration's sections name, in file order; a ``set``
-    is checked under the section's own profile, else under each of ``profiles``."""
+    is checked under the section's own profile, else under each of ``profiles``. A renamed or retired id is not
+    wrong: ``warn`` is told where it is and what to write instead."""
     from preflight.config import site_config
     from preflight.engine import selection
 
@@ -178,8 +179,9 @@ def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
         section_profiles = (section.settings["profile"],) if "profile" in section.settings else profiles
         for item in section.settings.get("set", ()):
             try:
-                for profile in section_profiles:
-                    selection.parse_settings(ruleset, [item], profile)
+                for number, profile in enumerate(section_profiles):
+                    selection.parse_settings(ruleset, [item], profile, _located(
+                        warn if number == 0 else None, section.origin(config.path or "", "set").location, "--set "))
             except PreflightError as exc:
                 found.append(site_config.ConfigError("%s: %s: %s" % (
                     section.origin(config.path or "", "set").location, item,
@@ -197,11 +199,19 @@ def problems(config: "site_config.Config", ruleset: "loader.RuleSet",
         for key in ("select", "ignore"):
             if key in section.settings:
                 try:
-                    selection.check_selectors(ruleset, list(section.settings[key]), key)
+                    selection.check_selectors(ruleset, list(section.settings[key]), key, _located(
+                        warn, section.origin(config.path or "", key).location, key + " "))
                 except PreflightError as exc:
                     found.append(site_config.ConfigError("%s: %s" % (section.origin(config.path or "", key).location,
                                                                      exc.message.split(": ", 1)[-1]), exc.hint))
     return found
+
+
+def _located(warn: common.Warn, location: str, option: str) -> common.Warn:
+    """``warn``, with the file, line and key the warning is about in place of the option's name."""
+    if warn is None:
+        return None
+    return lambda message: warn("%s: %s" % (location, message[len(option):] if message.startswith(option) else message))
 
 
 def origins(applied: Applied) -> List[Tuple[str, str, str]]:

@@ -46,6 +46,8 @@ class RuleSet:
         self.families: Dict[str, Any] = {}
         self.workloads: Dict[str, Any] = {}
         self.gpus: Dict[str, Any] = {}
+        self.renamed: Dict[str, Any] = {}  # old id -> lifecycle.Renamed
+        self.retired: Dict[str, Any] = {}  # id -> lifecycle.Retired
         self.files: List[str] = []
 
     def log_entries(self) -> List[Any]:
@@ -114,6 +116,10 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
             if other and other not in ruleset.rules:
                 raise RuleFileError(rule.origin, "packages.%s.installed_by names '%s', which is not a rule%s"
                                     % (package, other, close_matches(other, ruleset.rules)), rule.id)
+    if ruleset.renamed or ruleset.retired:
+        from preflight.engine import lifecycle
+
+        lifecycle.check(ruleset)
     for files in layers:
         ruleset.files.extend(files)
     return ruleset
@@ -130,6 +136,8 @@ ENTRY_KINDS = (
     ("family", "families", "preflight.diagnose.families:build_family", "failures"),
     ("workload", "workloads", "preflight.engine.capacity_entries:build_workload", "capacity"),
     ("gpu", "gpus", "preflight.engine.capacity_entries:build_gpu", "capacity"),
+    ("renamed", "renamed", "preflight.engine.lifecycle:build_renamed", None),
+    ("retired", "retired", "preflight.engine.lifecycle:build_retired", None),
 )
 _TOP_LEVEL = tuple(kind for kind, _, _, _ in ENTRY_KINDS) + ("schema",)
 
@@ -165,7 +173,7 @@ def _read_toml(path: str, ruleset: RuleSet) -> Dict[str, Any]:
         raise RuleFileError(path, str(exc))
     top = EntryReader(data, path, "file", "", ruleset.fixes)
     top.check_keys(_TOP_LEVEL, "a rule file (at its top level)", "a rule file holds [[rule]], [[fix]], [[failure]], "
-                   "[[clue]], [[family]], [[workload]] and [[gpu]] tables")
+                   "[[clue]], [[family]], [[workload]], [[gpu]], [[renamed]] and [[retired]] tables")
     return data
 
 

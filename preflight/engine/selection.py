@@ -7,11 +7,15 @@ rule, the more specific (longer) selector wins; on a tie, --ignore wins.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
+from preflight.engine import lifecycle
 from preflight.engine.loader import RuleSet
 from preflight.engine.model import SEVERITIES, ResolvedRule
 from preflight.errors import SelectionError, suggestions
+
+
+Warn = Optional[Callable[[str], None]]
 
 
 def matches(rule_id: str, selector: str) -> bool:
@@ -23,19 +27,30 @@ def _best(rule_id: str, selectors: Iterable[str]) -> int:
     return max(lengths) if lengths else -1
 
 
-def check_selectors(ruleset: RuleSet, selectors: List[str], option: str) -> None:
+def check_selectors(ruleset: RuleSet, selectors: List[str], option: str, warn: Warn = None) -> List[str]:
+    """The selectors as current ids: a renamed rule's old id becomes its new one, a retired id stays and matches
+    nothing (engine/lifecycle.py), each said through ``warn``; an id nothing knows is an error."""
+    current = []
     for selector in selectors:
         if not any(matches(rule_id, selector) for rule_id in ruleset.rules):
+            now, note = lifecycle.resolve(ruleset, selector)
+            if note:
+                if warn is not None:
+                    warn("%s %s: %s" % (option, selector, note))
+                current.append(now if now is not None else selector)
+                continue
             close = suggestions(selector, ruleset.rules)
             raise SelectionError("%s %s: no rule id is or starts with '%s'" % (option, selector, selector),
                                  "did you mean %s?" % " or ".join(close) if close else "'preflight rules' lists every rule id")
+        current.append(selector)
+    return current
 
 
 def choose(ruleset: RuleSet, profile: Optional[str], select: List[str], ignore: List[str],
-           settings: Optional[Dict[str, Dict[str, str]]] = None) -> List[ResolvedRule]:
+           settings: Optional[Dict[str, Dict[str, str]]] = None, warn: Warn = None) -> List[ResolvedRule]:
     """The rules to evaluate, in rule-file order, each resolved for ``profile`` with its ``--set`` settings."""
-    check_selectors(ruleset, select, "--select")
-    check_selectors(ruleset, ignore, "--ignore")
+    select = check_selectors(ruleset, select, "--select", warn)
+    ignore = check_selectors(ruleset, ignore, "--ignore", warn)
     chosen = []
     for rule in ruleset.rules.values():
         if profile is not None and profile not in rule.profiles:
@@ -46,8 +61,10 @@ def choose(ruleset: RuleSet, profile: Optional[str], select: List[str], ignore: 
     return chosen
 
 
-def parse_settings(ruleset: RuleSet, settings: List[str], profile: Optional[str]) -> Dict[str, Dict[str, str]]:
-    """``RULE.KEY=VALUE`` overrides by rule id, each checked as strictly as a rule file. The rules stay as loaded."""
+def parse_settings(ruleset: RuleSet, settings: List[str], profile: Optional[str],
+                   warn: Warn = None) -> Dict[str, Dict[str, str]]:
+    """``RULE.KEY=VALUE`` overrides by rule id, each checked as strictly as a rule file. The rules stay as loaded.
+    A renamed rule's old id sets its new one, a retired rule's setting is skipped, each said through ``warn``."""
     parsed: Dict[str, Dict[str, str]] = {}
     for item in settings:
         target, equals, value = item.partition("=")
@@ -55,6 +72,13 @@ def parse_settings(ruleset: RuleSet, settings: List[str], profile: Optional[str]
         rule_id, dot, key = target.strip().rpartition(".")
         if not equals or not dot or not rule_id or not key:
             raise SelectionError("--set %s: expected RULE.KEY=VALUE" % shown, "for example: --set driver.version.min=535")
+        if rule_id not in ruleset.rules:
+            now, note = lifecycle.resolve(ruleset, rule_id)
+            if note and warn is not None:
+                warn("--set %s: %s" % (shown, note))
+            if now is None:
+                continue
+            rule_id = now
         rule = ruleset.get(rule_id)  # raises with suggestions
         settable = [k for k in rule.comparison.params if k != "packages"] + ["severity"]
         if key not in settable:
