@@ -264,3 +264,18 @@ def test_the_command_line_module_declares_no_command():
     text = (PACKAGE / "cli.py").read_text()
     assert len(text.splitlines()) <= 500, "preflight/cli.py has grown past 500 lines: move command code to its module"
     assert text.count("click.option(") == 1 and "click.command(" not in text
+
+
+def test_pyproject_lists_every_package_the_source_has():
+    """setuptools installs only the packages pyproject.toml lists (preflight.default_rules is rules/, mapped): a new
+    package folder left out would be missing from the wheel while every test here, run from the source, passes."""
+    text = (PACKAGE.parent / "pyproject.toml").read_text()
+    listed = set(re.findall(r'"(preflight[\w.]*)"', re.search(r"\npackages = \[(.*?)\]", text, re.S).group(1)))
+    found = {".".join(path.relative_to(PACKAGE.parent).parts[:-1]) for path in PACKAGE.rglob("__init__.py")}
+    assert listed == found | {"preflight.default_rules"}, (sorted(found - listed), sorted(listed - found))
+
+
+def test_every_package_says_what_it_holds():
+    silent = [str(path.relative_to(PACKAGE.parent)) for path in PACKAGE.rglob("__init__.py")
+              if not ast.get_docstring(ast.parse(path.read_text()))]
+    assert not silent, "a package's __init__.py says in its docstring what the folder holds: %s" % silent

@@ -544,8 +544,13 @@ def test_yolov9_numpy_pillow_and_ipython_pins(fake_env):
     assert "Pillow 11.0.0 does not satisfy <10 (optional)" in result["message"]
     assert any("Pillow (older than 10 only for the plots" in step and "thop" not in step
                for step in result["fix"]["steps"]), result["fix"]["steps"]
-    # The pins are in the fix: the installed version is shown, the command installs what YOLOv9 can run with.
-    assert result["fix"]["commands"] == ["%s -m pip install 'numpy<2.4' ipython 'Pillow<10'" % env.python]
+    # The pins are in the fix: the installed version is shown, the command installs what YOLOv9 can run with; the
+    # optional Pillow<10 only where a release below 10 has a wheel for this Python (none from 3.12 on).
+    from preflight.knowledge import package_index
+
+    python = "%d.%d" % sys.version_info[:2]
+    pillow = " 'Pillow<10'" if package_index.installable("Pillow<10", python) else ""
+    assert result["fix"]["commands"] == ["%s -m pip install 'numpy<2.4' ipython%s" % (env.python, pillow)]
 
 
 # --- host.shm ------------------------------------------------------------------------------

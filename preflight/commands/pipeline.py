@@ -83,13 +83,8 @@ def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: 
     capacity = "capacity" in kinds or options.workload is not None or bool(options.fit_labels) \
         or site.needs_capacity(applied.config)
     ruleset = loader.load(options.rules_paths, failures="failures" in kinds, capacity=capacity,
-                                smoke=options.smoke is not None)
+                          smoke=options.smoke is not None, requirements=options.requirements)
     site.validate(applied, ruleset)
-    if options.requirements:  # one more rule: the project's requirements file
-        from preflight.engine import requirements
-
-        rule = loader.build_rule(requirements.rule_entry(options.requirements), options.requirements, ruleset)
-        ruleset.rules[rule.id] = rule
     from preflight.engine import selection
 
     settings = selection.parse_settings(ruleset, options.settings, options.profile, warn)

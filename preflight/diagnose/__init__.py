@@ -1,1 +1,1 @@
-"""From a failed run\x27s log to the cause and the fix."""
+"""From a failed run's log to the cause and the fix."""

@@ -79,9 +79,10 @@ def rule_files(path: str) -> List[str]:
 
 
 def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failures: bool = False,
-         capacity: bool = False, smoke: bool = False) -> RuleSet:
+         capacity: bool = False, smoke: bool = False, requirements: Optional[str] = None) -> RuleSet:
     """Load rules and fixes; with ``failures`` the failure catalog, with ``capacity`` workloads and GPUs, with
-    ``smoke`` the rules of the active test (rules/smoke/)."""
+    ``smoke`` the rules of the active test (rules/smoke/), with ``requirements`` one more rule: the project's
+    requirements file (check --requirements, engine/requirements.py)."""
     layers: List[List[str]] = []
     if include_defaults:
         defaults = default_rules_dir()
@@ -116,6 +117,11 @@ def load(paths: Optional[List[str]] = None, include_defaults: bool = True, failu
             if other and other not in ruleset.rules:
                 raise RuleFileError(rule.origin, "packages.%s.installed_by names '%s', which is not a rule%s"
                                     % (package, other, close_matches(other, ruleset.rules)), rule.id)
+    if requirements:
+        from preflight.engine import requirements as project
+
+        rule = build_rule(project.rule_entry(requirements), requirements, ruleset)
+        ruleset.rules[rule.id] = rule
     if ruleset.renamed or ruleset.retired:
         from preflight.engine import lifecycle
 

@@ -442,7 +442,7 @@ def archived_for(driver_cuda: Optional[str], python: Optional[str] = None) -> Op
     if have is None or any(driver_runs(v, None, have) for v in data.variants):
         return None
     fitting = [a for a in data.archived if a.cuda <= have and (py is None or py in a.pythons)]
-    return max(fitting, key=lambda a: tuple(int(p) for p in a.torch.split("+")[0].split(".")), default=None)
+    return max(fitting, key=lambda a: Version(a.torch), default=None)
 
 
 # With no driver known, a build is chosen for the oldest driver that runs a current one: a CUDA 12.x driver at the
