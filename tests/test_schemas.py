@@ -97,3 +97,46 @@ def test_a_document_that_breaks_the_contract_is_caught():
                                 "json").stdout)
     report["results"][0]["status"] = "maybe"
     assert list(schema("report").iter_errors(report))
+
+
+def test_the_snapshot_check_agrees_with_a_full_json_schema_validator():
+    """probes/shape.py checks outside snapshots against their JSON Schema with its own small validator (no runtime
+    dependency): on a real snapshot and on every leaf of it changed to each other kind of value, it must say what
+    jsonschema says (numbers beyond what a fact can be, which it also refuses, are not among the changes)."""
+    import jsonschema
+
+    from preflight.facts.snapshot import json_schema
+    from preflight.probes import shape
+
+    snapshot = json.loads(run_cli("facts", "--nvml-fixture", nvml_fixture("h200-driver580.json")).stdout)
+    full = jsonschema.Draft202012Validator(json_schema())
+
+    def leaves(value, path=()):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                yield from leaves(item, path + (key,))
+        elif isinstance(value, list):
+            for index, item in enumerate(value[:2]):
+                yield from leaves(item, path + (index,))
+        else:
+            yield path
+
+    def changed(path, new):
+        copy = json.loads(json.dumps(snapshot))
+        holder = copy
+        for part in path[:-1]:
+            holder = holder[part]
+        holder[path[-1]] = new
+        return copy
+
+    compared = 0
+    for path in leaves(snapshot):
+        if path[0] in ("schema", "inventory"):
+            continue
+        for new in ("text", 7, 2.5, True, None, [], {}):
+            document = changed(path, new)
+            ours = shape.problems(document, shape.SNAPSHOT)
+            theirs = next(iter(full.iter_errors(document)), None)
+            assert (ours is None) == (theirs is None), (path, new, ours, theirs and theirs.message)
+            compared += 1
+    assert compared > 500, compared

@@ -38,12 +38,14 @@ def validate(data: Any, path: str) -> None:
 
 
 def json_schema() -> Dict[str, Any]:
-    """A snapshot (what preflight facts writes) as JSON Schema, from the shape the code reads and checks."""
+    """A snapshot (what preflight facts writes) as JSON Schema: the shape the code reads and checks, with the
+    format's name and the inventory."""
+    import copy
+
     from preflight import inventory
-    from preflight.files.json_schema import from_shape
     from preflight.probes import shape
 
-    schema = from_shape(shape.SNAPSHOT)
+    schema = copy.deepcopy(shape.SNAPSHOT)
     schema["required"] = ["schema", "probes"]
     schema["properties"]["schema"] = {"const": SCHEMA}
     schema["properties"]["inventory"] = inventory.json_schema()

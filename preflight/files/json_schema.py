@@ -28,19 +28,3 @@ def obj(required: Iterable[str], properties: Dict[str, Any], extra: bool = True)
 
 def strings() -> Dict[str, Any]:
     return {"type": "array", "items": STR}
-
-
-def from_shape(spec: Any) -> Dict[str, Any]:
-    """A probes/shape.py spec as JSON Schema: the same types, nullability and required keys; other keys allowed."""
-    if isinstance(spec, str):
-        kind = spec.rstrip("?")
-        schema = {"str": STR, "int": INT, "num": NUM, "bool": BOOL, "any": {}}[kind]
-        return nullable(schema) if spec.endswith("?") and schema else dict(schema)
-    if isinstance(spec, list):
-        return {"type": "array", "items": from_shape(spec[0])}
-    properties = {key: from_shape(value) for key, value in spec.items() if key not in ("?", "!", "*")}
-    schema: Dict[str, Any] = {"type": ["object", "null"] if spec.get("?") else "object", "properties": properties}
-    if spec.get("!"):
-        schema["required"] = list(spec["!"])
-    schema["additionalProperties"] = from_shape(spec["*"]) if "*" in spec else True
-    return schema
