@@ -691,3 +691,18 @@ def test_a_missing_uvm_tools_node_warns_and_does_not_block(tmp_path):
     tools = one(report, "container.uvm_tools")
     assert tools["status"] == "fail" and tools["severity"] == "warning" and "/dev/nvidia-uvm-tools" in tools["message"]
     assert status_of(report, "container.devices") == "pass" and report["ok"] is True
+
+
+def test_a_gpu_without_a_name_is_named_once_by_its_index(tmp_path):
+    """NVML may give no name (a lost or half-initialised GPU): the fix says "GPU 1", never "GPU 1 (GPU 1)"."""
+    completed = run_cli("facts", "--nvml-fixture", nvml_fixture("2x-a100-40g-driver550-ecc.json"))
+    facts = json.loads(completed.stdout)
+    for gpu in facts["nvml"]["gpus"]:
+        gpu["name"] = None
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(facts))
+    report = json.loads(run_cli("check", "--facts", str(path), "--profile", "node", "--select", "gpu.health",
+                                "--format", "json").stdout)
+    failed = [r for r in report["results"] if r["status"] == "fail"][0]
+    assert failed["fix"]["steps"][0].startswith("GPU 1: "), failed["fix"]["steps"]
+    assert "(GPU 1)" not in json.dumps(report)

@@ -61,8 +61,12 @@ def driver_version(facts: SnapshotView, gpu) -> Tuple[Any, Dict[str, Any]]:
 
 
 def gpu_details(gpu: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The GPU's name (its index when NVML gave none), its index, and a label with both that never says one
+    twice: "NVIDIA H100 80GB HBM3 (GPU 7)", or "GPU 7"."""
     gpu = gpu or {}
-    return {"gpu_name": gpu.get("name") or "GPU %s" % gpu.get("index"), "gpu_index": gpu.get("index")}
+    index = "GPU %s" % gpu.get("index")
+    return {"gpu_name": gpu.get("name") or index, "gpu_index": gpu.get("index"),
+            "gpu_label": "%s (%s)" % (gpu["name"], index) if gpu.get("name") else index}
 
 
 def nvml_status(facts: SnapshotView, gpu) -> Tuple[str, Dict[str, Any]]:

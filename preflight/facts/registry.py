@@ -48,7 +48,7 @@ class Fact(NamedTuple):
 
 _NV = ("nvml",)
 _NVH = ("nvml", "nvml_health")  # the NVML values only node-health rules read
-_GPU_DETAILS = ("gpu_name", "gpu_index")
+_GPU_DETAILS = ("gpu_name", "gpu_index", "gpu_label")
 
 
 def _nvml_fact(path: str, kind: str, description: str, compute: Compute, probes: Tuple[str, ...] = _NV,
