@@ -4,7 +4,7 @@ A declaration says everything about a setting: its configuration key, the
 field of ``CheckOptions`` that holds it, its command-line flag and help, how a
 value is parsed and checked (the same for ``--timeout 30s`` and
 ``timeout = "30s"``), and how ``config show`` prints it. The click options
-(``cli.py``), the site configuration reader (``site_config.py``), the options
+(``commands/click_options.py``), the site configuration reader (``site_config.py``), the options
 value (``commands/options.py``) and ``config show`` are all built from
 ``SETTINGS``; adding a setting is adding one entry here.
 """
