@@ -102,6 +102,29 @@ def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: 
     return Prepared(applied, ruleset, rules, settings, workload, node, fit_requests(ruleset, options.fit_labels))
 
 
+class Sized(NamedTuple):
+    """What a plan needs, and no more: the site configuration applied, the capacity model and GPU catalog (with
+    --rules' own workloads and GPUs), and the workload sized. No rule is selected: a plan judges none."""
+
+    applied: site.Applied
+    ruleset: "RuleSet"
+    workload: Optional[Dict[str, Any]]
+
+    @property
+    def options(self) -> CheckOptions:
+        return self.applied.options
+
+
+def size(options: CheckOptions, warn: common.Warn = None) -> Sized:
+    """plan's preparation: the configuration (its GPU type names and policy, its rule files), the capacity
+    entries, every section of the configuration validated as check validates it, the workload sized."""
+    applied = site.apply(options, None, warn)
+    ruleset = loader.load(applied.options.rules_paths, capacity=True)
+    site.validate(applied, ruleset)
+    workload = applied.options.workload
+    return Sized(applied, ruleset, workload_request(ruleset, workload) if workload is not None else None)
+
+
 def observe(prepared: Prepared) -> Tuple[Dict[str, Any], str]:
     """(snapshot, where it came from): the saved file of --facts, else the probes the rules need, run now."""
     from preflight.engine import selection

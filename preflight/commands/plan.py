@@ -54,7 +54,7 @@ def _check_gpu_count(gpus: int, name: str) -> None:
 
 def run(options: CheckOptions, gpu_filters: List[str], warn: common.Warn = None, custom=None, gpus: int = 1) -> Plan:
     _check_gpu_count(gpus, "--gpus")
-    prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
+    prepared = pipeline.size(options, warn)
     request = prepared.workload  # sized for the trainers' default batch when none is given
     if options.workload is not None and options.workload.batch is not None:
         estimate.check_split(request["batch"], gpus, "of --gpus")
@@ -168,7 +168,7 @@ def submission(options: CheckOptions, slurm: Dict[str, Optional[str]], declared_
     if gpus.slurm_type is None:
         return submit.not_judged(slurm, "%s names %s: preflight judges one GPU type (--gres=gpu:TYPE:N)" % (
             gpus.asked, "no GPU type" if gpus.types == ("",) else "several GPU types"), gpus)
-    prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
+    prepared = pipeline.size(options, warn)
     model, why, named = submit.catalog_gpu(gpus.slurm_type, prepared.options.slurm_gpu_types, prepared.ruleset.gpus)
     if model is None:
         return submit.not_judged(slurm, why, gpus)

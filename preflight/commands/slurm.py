@@ -162,7 +162,7 @@ def write_submit_table(options: CheckOptions, path: str, log: Callable[[str], No
     from preflight.commands import site
     from preflight.integrations import submit_table
 
-    prepared = pipeline.prepare(options, warn, kinds=("capacity",), checking=False)
+    prepared = pipeline.size(options, warn)  # the capacity model as plan sees it: the table must decide as plan does
     config = site.locate(options.config, os.environ) or site.SYSTEM_CONFIG
     data = submit_table.write(path, prepared.ruleset, prepared.options.slurm_gpu_types,
                               prepared.options.slurm_does_not_fit, config)
