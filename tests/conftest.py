@@ -290,18 +290,24 @@ def fake_env(tmp_path):
     return make
 
 
-def python_with_current_torch_wheels() -> str:
-    """An interpreter that today's torch releases publish wheels for (3.10 or newer): the test runner's own, or
-    another on PATH. A test whose expected command names torch 2.13 needs one; under Python 3.8 the right answer
-    is another command (no torch 2.13 wheel exists for it), which other tests check."""
-    if sys.version_info >= (3, 10):
+def python_with_current_torch_wheels(torch=(2, 14)) -> str:
+    """An interpreter that torch ``torch`` (and 2.13, the tests' other release) publishes wheels for, by the wheel
+    data: the test runner's own, or another python3.X on PATH. A test whose expected command names those releases
+    needs one; under an older Python the right answer is another command (none of their wheels exist for it),
+    which other tests and the fix loop check."""
+    from preflight.knowledge import torch_wheels
+
+    releases = torch_wheels.catalog().releases
+    served = set(releases[torch].pythons) & set(releases[(2, 13)].pythons)
+    if tuple(sys.version_info[:2]) in served:
         return sys.executable
-    for name in ("python3.11", "python3.12", "python3.13", "python3.10"):
-        found = shutil.which(name)
-        if found and subprocess.run([found, "-c", "import sys, venv; assert sys.version_info >= (3, 10)"],
-                                    capture_output=True).returncode == 0:
+    for version in sorted(served, reverse=True):
+        found = shutil.which("python%d.%d" % version)
+        probe = "import sys, venv; assert sys.version_info[:2] == %r" % (version,)
+        if found and subprocess.run([found, "-c", probe], capture_output=True).returncode == 0:
             return found
-    pytest.skip("SKIPPED LOUDLY: no Python 3.10 or newer on PATH to build an environment torch 2.13 has wheels for")
+    pytest.skip("SKIPPED LOUDLY: no Python that torch %d.%d has wheels for (%s) on PATH" % (
+        torch + (", ".join("%d.%d" % v for v in sorted(served)),)))
 
 
 def driver_install_command():

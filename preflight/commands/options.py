@@ -68,7 +68,7 @@ class SmokeOptions(NamedTuple):
     hyp: Optional[str] = None  # the hyperparameter file its loss reads (the trainer's --hyp)
     data: Optional[str] = None  # the dataset YAML whose nc the model is built with (the trainer's --data)
     fit_budget: float = 0.0  # seconds of the deadline kept for the measured fit
-    deadline: float = 60.0  # the deadline when --timeout is not given (commands.smoke.DEADLINE, with the fit's budget)
+    deadline: float = 0.0  # the deadline when --timeout is not given (commands.smoke.options_from sets it)
 
     def request(self, workload: Optional[dict], timeout: float) -> dict:
         """The smoke worker's request (preflight/probes/smoke_worker.py): it keeps a tenth of the deadline (at

@@ -40,7 +40,7 @@ def explain(rule_id: str, rules_paths: List[str], warn=None) -> int:
         now, note = lifecycle.resolve(ruleset, rule_id)
         if note:
             if now is None:
-                raise PreflightError(note.replace(": it is skipped; remove it", ""), "'preflight rules' lists every "
+                raise PreflightError(note, "'preflight rules' lists every "
                                      "rule id, 'preflight diagnose --list' every known failure")
             if warn is not None:
                 warn(note)

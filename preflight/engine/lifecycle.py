@@ -20,13 +20,12 @@ selects nothing and warns. Nothing is guessed: only ids listed here are redirect
 
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from preflight.engine.fields import entry_reader
 from preflight.errors import RuleFileError
 
 _KEYS = {"renamed": {"id", "now", "since"}, "retired": {"id", "since", "why"}}
-_MOST_RENAMES = 16  # a chain of renames longer than this is a loop in the data
 
 
 class Renamed(NamedTuple):
@@ -71,21 +70,21 @@ def check(ruleset) -> None:
 
 
 def resolve(ruleset, entry_id: str) -> Tuple[Optional[str], str]:
-    """(the id to use, a warning or ""): the id itself when nothing is known of it, its newest id when it was
-    renamed, None when it was retired."""
-    seen = []
-    while entry_id in ruleset.renamed and len(seen) < _MOST_RENAMES:
-        seen.append(ruleset.renamed[entry_id])
-        entry_id = seen[-1].now
-    if len(seen) >= _MOST_RENAMES:
-        raise RuleFileError(seen[0].origin, "the renames starting at '%s' form a loop" % seen[0].id, seen[0].id,
-                            kind="renamed")
+    """(the id to use, what to tell the user or ""): the id itself when nothing is known of it, its newest id when it
+    was renamed (and how to write it), None when it was retired (and why: the caller says what it does instead)."""
+    renames: List[Renamed] = []
+    while entry_id in ruleset.renamed:
+        renames.append(ruleset.renamed[entry_id])
+        entry_id = renames[-1].now
+        if entry_id in [old.id for old in renames]:
+            raise RuleFileError(renames[0].origin, "the renames starting at '%s' form a loop" % renames[0].id,
+                                renames[0].id, kind="renamed")
     if entry_id in ruleset.retired:
         gone = ruleset.retired[entry_id]
-        named = seen[0].id if seen else gone.id
-        return None, "'%s' was retired in %s (%s): it is skipped; remove it" % (named, gone.since, gone.why)
-    if seen:
-        return entry_id, "'%s' is now '%s' (renamed in %s): write the new id" % (seen[0].id, entry_id, seen[-1].since)
+        return None, "'%s' was retired in %s (%s)" % (renames[0].id if renames else gone.id, gone.since, gone.why)
+    if renames:
+        return entry_id, "'%s' is now '%s' (renamed in %s): write the new id" % (renames[0].id, entry_id,
+                                                                                renames[-1].since)
     return entry_id, ""
 
 

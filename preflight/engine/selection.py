@@ -16,6 +16,7 @@ from preflight.errors import SelectionError, suggestions
 
 
 Warn = Optional[Callable[[str], None]]
+_SKIPPED = ": it is skipped; remove it"  # said of a retired id (engine/lifecycle.py)
 
 
 def matches(rule_id: str, selector: str) -> bool:
@@ -36,7 +37,7 @@ def check_selectors(ruleset: RuleSet, selectors: List[str], option: str, warn: W
             now, note = lifecycle.resolve(ruleset, selector)
             if note:
                 if warn is not None:
-                    warn("%s %s: %s" % (option, selector, note))
+                    warn("%s %s: %s%s" % (option, selector, note, _SKIPPED if now is None else ""))
                 current.append(now if now is not None else selector)
                 continue
             close = suggestions(selector, ruleset.rules)
@@ -75,7 +76,7 @@ def parse_settings(ruleset: RuleSet, settings: List[str], profile: Optional[str]
         if rule_id not in ruleset.rules:
             now, note = lifecycle.resolve(ruleset, rule_id)
             if note and warn is not None:
-                warn("--set %s: %s" % (shown, note))
+                warn("--set %s: %s%s" % (shown, note, _SKIPPED if now is None else ""))
             if now is None:
                 continue
             rule_id = now
