@@ -6,7 +6,6 @@ Anything raised as a ``PreflightError`` reaches the user as one clear message
 
 from __future__ import annotations
 
-import difflib
 
 
 class ExitCode:
@@ -49,6 +48,8 @@ class PreflightError(Exception):
 
 def suggestions(word: str, choices) -> list:
     """Up to three of ``choices`` that look like ``word`` (a typo's likely meaning)."""
+    import difflib  # only for a mistyped word
+
     return difflib.get_close_matches(word, list(choices), n=3)
 
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Write rules/parsed.json: every shipped TOML file (rules, fixes, failures, capacity, smoke and knowledge files),
-parsed, with the length and CRC-32 of the bytes it was parsed from.
+"""Write rules/parsed/: the parse of every shipped TOML file (rules, fixes, failures, capacity, smoke and knowledge
+files), one JSON file per TOML file, with the length and CRC-32 of the bytes it was parsed from.
 
-preflight reads a shipped file's tables from here when the file's bytes are the ones parsed, so a fresh container
-starts as fast as a warm workstation (preflight.knowledge.shipped). Run it after editing any file under rules/; a test
-(tests/test_shipped.py) fails while the two differ.
+preflight reads a shipped file's tables from its parse when the file's bytes are the ones parsed, so a fresh
+container starts as fast as a warm workstation (preflight.knowledge.shipped). Run it after editing any file under
+rules/; a test (tests/test_shipped.py) fails while the two differ.
 
     python scripts/make_parsed_rules.py [--check]
 """
@@ -18,34 +18,50 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-TARGET = os.path.join(ROOT, "rules", "parsed.json")
+RULES = os.path.join(ROOT, "rules")
 
 
-def rendered() -> str:
-    """The file's text: one line per parsed file, so that a diff names the files that changed."""
-    from preflight.knowledge.shipped import parse_all
+def rendered() -> dict:
+    """Each parse's path under rules/ -> its text."""
+    from preflight.knowledge import shipped
 
-    parsed = parse_all()
-    lines = ["%s: %s" % (json.dumps(name), json.dumps(entry, ensure_ascii=False, allow_nan=False))
-             for name, entry in parsed["files"].items()]
-    return '{"format": %d, "files": {\n%s\n}}\n' % (parsed["format"], ",\n".join(lines))
+    return {shipped.parse_path(name): json.dumps(entry, ensure_ascii=False, allow_nan=False) + "\n"
+            for name, entry in shipped.parse_all()["files"].items()}
+
+
+def present() -> dict:
+    from preflight.knowledge import shipped
+
+    found = {}
+    for root, _, names in os.walk(os.path.join(RULES, shipped.PARSED)):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, encoding="utf-8") as handle:
+                found[os.path.relpath(path, RULES)] = handle.read()
+    return found
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when rules/parsed.json is stale; write nothing")
+    parser.add_argument("--check", action="store_true", help="exit 1 when rules/parsed/ is stale; write nothing")
     args = parser.parse_args()
-    text = rendered()
-    current = open(TARGET, encoding="utf-8").read() if os.path.exists(TARGET) else None
-    if current == text:
-        print("rules/parsed.json is up to date")
+    wanted, found = rendered(), present()
+    stale = sorted(path for path in set(wanted) | set(found) if wanted.get(path) != found.get(path))
+    if not stale:
+        print("rules/parsed/ is up to date")
         return 0
     if args.check:
-        print("rules/parsed.json is stale: run python scripts/make_parsed_rules.py")
+        print("rules/parsed/ is stale (%s): run python scripts/make_parsed_rules.py" % ", ".join(stale))
         return 1
-    with open(TARGET, "w", encoding="utf-8") as out:
-        out.write(text)
-    print("wrote rules/parsed.json (%d bytes)" % len(text.encode("utf-8")))
+    for path in stale:
+        target = os.path.join(RULES, path)
+        if path not in wanted:
+            os.remove(target)
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as out:
+            out.write(wanted[path])
+    print("wrote rules/parsed/ (%d of %d files changed)" % (len(stale), len(wanted)))
     return 0
 
 

@@ -8,7 +8,6 @@ its weakest GPU.
 from __future__ import annotations
 
 import shlex
-import statistics
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from preflight import units
@@ -113,6 +112,8 @@ def supports(precision: str):
 
 def peer_ratio(facts: SnapshotView, gpu) -> Tuple[float, Dict[str, Any]]:
     """The slowest device's matrix-multiply throughput over the median of its model's devices (1.0: as fast)."""
+    import statistics  # with decimal and fractions: a start-up cost only the rules that compare GPUs need
+
     measured = _measured(facts, "throughput")
     worst: Optional[Tuple[float, Dict[str, Any], float]] = None
     for device, result in measured:

@@ -3,8 +3,9 @@ files), its parse, and its date.
 
 Parsing TOML is pure Python and was most of a check's start-up; a fresh container has no cache to remember a parse
 in. So every shipped TOML file is parsed when preflight is released: ``scripts/make_parsed_rules.py`` writes
-``rules/parsed.json`` (each file's length and CRC-32, and its tables), which ships beside the files, and a test
-keeps it equal to them. (A checksum, not a cryptographic hash: it tells an edited file from the one parsed; the
+one file per TOML file under ``rules/parsed/`` (its length and CRC-32, and its tables; ``failures/known.toml``'s
+in ``parsed/failures/known.json``), which ship beside the files, and a test keeps them equal to them. One parse per
+file, so that a check reads the parse of the files it needs and not the failure catalog's. (A checksum, not a cryptographic hash: it tells an edited file from the one parsed; the
 installed package's folder is what others cannot write.) A file whose bytes are not the ones parsed then (a checkout being edited) is parsed as it is now; any
 other TOML file (``--rules``, the site configuration) is always parsed when it is read.
 """
@@ -20,7 +21,7 @@ from typing import Any, Callable, Dict, Optional
 from preflight.errors import PreflightError
 from preflight.files import input_files
 
-PARSED = "parsed.json"
+PARSED = "parsed"  # the folder of release-time parses under the data folder
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the preflight package's folder
 
 
@@ -37,16 +38,21 @@ def data_dir() -> str:
                          "reinstall preflight: pip install --force-reinstall preflight")
 
 
+def parse_path(relative: str) -> str:
+    """Where the release-time parse of the shipped file ``relative`` (e.g. failures/known.toml) is kept."""
+    return os.path.join(PARSED, *(relative[:-len(".toml")] + ".json").split("/"))
+
+
 @functools.lru_cache(maxsize=None)
-def _parsed() -> Dict[str, Any]:
-    """Shipped file (its path under the data folder) -> {"key": of its bytes, "data": its tables}; empty when the
-    parse is missing or damaged (every file is then parsed when read). Callers never change what it holds."""
+def _parsed(relative: str) -> Optional[Dict[str, Any]]:
+    """The release-time parse of the shipped file ``relative``: {"key": of its bytes, "data": its tables}; None when
+    it is missing or damaged (the file is then parsed when read). Callers never change what it holds."""
     try:
-        with open(os.path.join(data_dir(), PARSED), "rb") as handle:
-            files = json.loads(handle.read()).get("files")
-    except (OSError, ValueError, AttributeError, PreflightError):
-        return {}
-    return files if isinstance(files, dict) else {}
+        with open(os.path.join(data_dir(), parse_path(relative)), "rb") as handle:
+            entry = json.loads(handle.read())
+    except (OSError, ValueError, PreflightError):
+        return None
+    return entry if isinstance(entry, dict) else None
 
 
 def content_key(data: bytes) -> str:
@@ -60,7 +66,8 @@ def read_toml(path: str, what: str, error: Callable[..., PreflightError], kind: 
     ones parsed, else parsed now. ``error(message, hint)`` makes the exception for a file that cannot be read;
     ValueError says why one is not TOML (``kind`` names what it should be)."""
     raw = input_files.read_bytes(path, what, error, limit=limit)
-    shipped = _parsed().get(os.path.relpath(os.path.abspath(path), data_dir()).replace(os.sep, "/"))
+    relative = os.path.relpath(os.path.abspath(path), data_dir()).replace(os.sep, "/")
+    shipped = None if relative.startswith("../") else _parsed(relative)
     if shipped is not None and shipped.get("key") == content_key(raw):
         return shipped["data"]
     try:
@@ -82,7 +89,7 @@ def knowledge(name: str, what: str) -> Dict[str, Any]:
 
 
 def parse_all() -> Dict[str, Any]:
-    """What ``rules/parsed.json`` holds: every TOML file under the data folder, parsed now."""
+    """What ``rules/parsed/`` holds: every TOML file under the data folder, parsed now, by its path there."""
     folder = data_dir()
     files = {}
     for root, _, names in sorted(os.walk(folder)):
