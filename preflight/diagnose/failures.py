@@ -19,6 +19,7 @@ A ``[[failure]]`` entry (rules/failures/*.toml, or a user's --rules file)::
     set = { missing_pip = "'setuptools<82'" }            # fixed template values (override facts)
     defaults = { index_url = "..." }                      # used only when nothing better is known
     examples = ["..."]                     # real messages it must recognise (the tests replay them)
+    emitted = [{ project = "...", file = "...", versions = ">=2.0", says = "..." }]  # diagnose/emitters.py
 
 A ``[[clue]]`` is not a problem but something a log says about its run (the
 YOLO banner's torch, Python and GPU; the training arguments; an nvidia-smi
@@ -40,6 +41,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, NamedTuple, Optional
 
+from preflight.diagnose import emitters
+from preflight.diagnose.emitters import Emitter
 from preflight.engine.fields import EntryReader, entry_reader
 from preflight.engine.fix import Fix
 from preflight.engine.loader import RuleSet
@@ -48,7 +51,7 @@ from preflight.errors import close_matches
 from preflight.facts.registry import REGISTRY
 
 _KEYS = {"id", "title", "priority", "patterns", "cause", "fix", "rules", "facts", "context", "supersedes", "set",
-         "defaults", "examples", "source", "only_with"}
+         "defaults", "examples", "source", "only_with", "emitted"}
 # Typographic quotes and markdown emphasis, as pasted logs carry them: (text, replacement).
 _TYPOGRAPHY = (("\u2018", "'"), ("\u2019", "'"), ("\u201a", "'"), ("\u201b", "'"), ("\u2032", "'"),
                ("\u201c", '"'), ("\u201d", '"'), ("\u201e", '"'), ("**", ""), ("`", ""))
@@ -133,6 +136,7 @@ class Failure(NamedTuple):
     source: str
     origin: str
     only_with: List[str] = []  # reported only when one of these failures is also in the log
+    emitted: List[Emitter] = []  # where each wording is written, and by which releases
     family: Any = None  # the [[family]] this entry was made from for one log value (preflight.diagnose.families)
     key: str = ""  # that value's row: the finding is family id/key
     undetermined: List[str] = []  # what the log could not tell (families)
@@ -227,10 +231,12 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) ->
     if "fix" not in raw:
         raise entry.error("missing required key 'fix'")
     fix = entry.fix(raw["fix"], "fix", allowed)
-    examples = entry.string_list("examples")
+    emitted = emitters.read(entry, raw.get("emitted"))
+    examples = entry.string_list("examples") + [emitter.says for emitter in emitted]
     return Failure(entry.entry_id, entry.string("title", required=True), entry.integer("priority", 0, 100, default=50),
                    patterns, cause, fix, entry.string_list("rules"), facts, context, entry.string_list("supersedes"),
-                   dict(values), dict(defaults), examples, entry.string("source"), path, entry.string_list("only_with"))
+                   dict(values), dict(defaults), examples, entry.string("source"), path, entry.string_list("only_with"),
+                   emitted)
 
 
 class Clue(NamedTuple):

@@ -40,6 +40,8 @@ import os
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
+from preflight.diagnose import emitters
+from preflight.diagnose.emitters import Emitter
 from preflight.diagnose.failures import Failure, Pattern, pattern_from
 from preflight.engine.fields import EntryReader, entry_reader
 from preflight.engine.fix import Fix
@@ -49,7 +51,8 @@ from preflight.engine.placeholders import all_placeholders
 KNOWLEDGE = "knowledge"
 MATCHES = ("exact", "prefix", "dotted", "contains")
 _KEYS = {"id", "title", "table", "rows", "key", "match", "label", "priority", "priorities", "quiet", "patterns",
-         "cause", "undetermined", "fix", "rules", "facts", "context", "supersedes", "examples", "source", "defaults"}
+         "cause", "undetermined", "fix", "rules", "facts", "context", "supersedes", "examples", "source", "defaults",
+         "emitted"}
 MOST_ROWS = 16  # distinct rows of one family kept from one log (a table without an [unlisted] row bounds it too)
 
 
@@ -112,6 +115,7 @@ class Family(NamedTuple):
     origin: str
     defaults: Dict[str, str] = {}  # words for a value a pattern may not capture (title, cause and fix use them)
     only_with: List[str] = []
+    emitted: List[Emitter] = []  # where each wording is written, and by which releases (diagnose/emitters.py)
 
     def row(self, groups: Dict[str, str]) -> Optional[Dict[str, Any]]:
         """The table row the log's values name, or None (a value the table does not know, or a quiet row)."""
@@ -280,10 +284,12 @@ def build_family(raw: Dict[str, Any], path: str, ruleset: RuleSet, table_index=(
     entry.check_placeholders(context, allowed, "context")
     undetermined = entry.string_list("undetermined")
     entry.check_placeholders(undetermined, allowed, "undetermined")
+    emitted = emitters.read(entry, raw.get("emitted"))
     family = Family(entry.entry_id, title, table, key, dict(match), label, entry.integer("priority", 0, 100, default=40),
                     dict(priorities), entry.string_list("quiet"), patterns, cause, undetermined, fix,
                     entry.string_list("rules"), entry.string_list("facts"), context, entry.string_list("supersedes"),
-                    entry.string_list("examples"), entry.string("source") or table.source, path, dict(defaults))
+                    entry.string_list("examples") + [emitter.says for emitter in emitted],
+                    entry.string("source") or table.source, path, dict(defaults), emitted=emitted)
     for example in family.examples:
         if not family.classify(example):
             raise entry.error("example %r is not recognised by the family's patterns with a row of %s"

@@ -200,6 +200,7 @@ def explain_family(family, row=None) -> str:
               "  cause:     %s" % family.cause, "  source:    %s" % family.source]
     for line in family.undetermined:
         lines.append("  not determined: %s" % line)
+    lines += _emitted_lines(family.emitted)
     lines += ["", "  defined in %s" % family.origin]
     return _printable(lines)
 
@@ -233,9 +234,20 @@ def explain_failure(failure) -> str:
         lines.append("  explains:  %s" % ", ".join(failure.supersedes))
     if failure.source:
         lines.append("  source:    %s" % failure.source)
+    lines += _emitted_lines(failure.emitted)
     lines += ["", "  fix:"] + _fix_lines(failure.fix, dict(failure.values), "    ")
     lines += ["", "  defined in %s" % failure.origin]
     return _printable(lines)
+
+
+def _emitted_lines(emitted) -> List[str]:
+    """Each wording with the releases that print it and the file that writes it."""
+    if not emitted:
+        return []
+    lines = ["", "  written by (each wording, the releases that print it):"]
+    for emitter in emitted:
+        lines += ["    %s:" % emitter.label(), "      %s" % emitter.says]
+    return lines
 
 
 def failures_markdown(failures) -> str:

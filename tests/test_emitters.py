@@ -1,0 +1,81 @@
+"""Where a failure's wordings are written (``emitted``): each wording with the releases that print it is read as
+data, recognised by its entry, shown by explain, and a malformed row is a clear load error."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_cli
+from packaging.specifiers import SpecifierSet
+
+from preflight.engine import loader
+
+RULESET = loader.load(failures=True)
+ENTRIES = list(RULESET.failures.values()) + list(RULESET.families.values())
+
+
+def test_the_version_dependent_entries_say_which_releases_print_each_wording():
+    emitted = {entry.id: entry.emitted for entry in ENTRIES if entry.emitted}
+    for name in ("pip.resolution_too_deep", "numpy.removed_alias", "numpy.removed_release", "nccl.shm_permission",
+                 "container.runtime_handler_missing", "nccl.error"):
+        assert emitted.get(name), "%s names no emitter" % name
+    for rows in emitted.values():
+        for row in rows:
+            SpecifierSet(row.versions)  # a real specifier
+            assert row.project and row.file and row.says
+
+
+@pytest.mark.parametrize("entry", [e for e in RULESET.families.values() if e.emitted], ids=lambda e: e.id)
+def test_every_wording_of_every_release_is_recognised_by_its_family_with_a_row(entry):
+    # (a known failure on the same line wins in a diagnosis: NCCL's "unhandled system error" is nccl.system_error)
+    for row in entry.emitted:
+        assert row.says in entry.examples and entry.classify(row.says), row
+
+
+@pytest.mark.parametrize("entry", [e for e in RULESET.failures.values() if e.emitted], ids=lambda e: e.id)
+def test_every_wording_of_every_release_is_diagnosed_as_its_failure(entry):
+    for row in entry.emitted:
+        assert row.says in entry.examples
+        completed = run_cli("diagnose", "-", "--format", "json", stdin=row.says + "\n")
+        assert completed.returncode == 1, (row, completed.stdout, completed.stderr)
+        assert ('"id": "%s' % entry.id) in completed.stdout, (row.label(), completed.stdout[:400])
+
+
+def test_pip_before_25_1_ends_with_resolvelib_s_traceback_and_is_recognised():
+    log = ("ERROR: Exception:\nTraceback (most recent call last):\n"
+           '  File "/venv/lib/python3.10/site-packages/pip/_vendor/resolvelib/resolvers.py", line 457, in resolve\n'
+           "    raise ResolutionTooDeep(max_rounds)\n"
+           "pip._vendor.resolvelib.resolvers.ResolutionTooDeep: 200000\n")
+    completed = run_cli("diagnose", "-", stdin=log)
+    assert completed.returncode == 1 and "pip.resolution_too_deep" in completed.stdout, completed.stdout
+
+
+def test_nccl_2_12_s_permission_line_is_not_blamed_on_the_size_of_dev_shm():
+    log = ("misc/shmutils.cc:35 NCCL WARN Call to open failed : Permission denied\n"
+           "misc/shmutils.cc:69 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-XJ3n8e "
+           "(size 9637888)\n")
+    completed = run_cli("diagnose", "-", "--format", "json", stdin=log)
+    first = completed.stdout.split('"id": "', 2)[1].split('"', 1)[0]
+    assert first == "nccl.shm_permission", completed.stdout[:600]
+
+
+def test_explain_lists_each_wording_with_its_releases_and_file():
+    completed = run_cli("explain", "pip.resolution_too_deep")
+    assert completed.returncode == 0, completed.stderr
+    assert "pip >=25.1: src/pip/_internal/exceptions.py" in completed.stdout
+    assert "pip._vendor.resolvelib.resolvers.ResolutionTooDeep: 2000000" in completed.stdout
+
+
+@pytest.mark.parametrize("row, message", [
+    ('{ project = "pip", file = "x.py", versions = "newer than 25", says = "error: resolution-too-deep" }',
+     "versions 'newer than 25' is not a version specifier"),
+    ('{ project = "pip", file = "x.py", says = "error: resolution-too-deep" }',
+     "must have exactly project, file, versions and says"),
+])
+def test_a_malformed_or_unrecognised_row_is_a_clear_error(tmp_path, row, message):
+    rules = tmp_path / "mine.toml"
+    rules.write_text('[[failure]]\nid = "site.too_deep"\ntitle = "t"\npatterns = ["error: resolution-too-deep"]\n'
+                     'cause = "c"\nfix = { title = "f", steps = ["s"] }\nexamples = ["error: resolution-too-deep"]\n'
+                     "emitted = [%s]\n" % row)
+    completed = run_cli("diagnose", "-", "--rules", str(rules), stdin="nothing\n")
+    assert completed.returncode == 2 and "Traceback" not in completed.stderr, completed.stderr
+    assert message in completed.stderr and "mine.toml" in completed.stderr, completed.stderr
