@@ -486,9 +486,14 @@ def test_killed_workers_cost_no_file_and_no_wait(many_snapshots):
     """SIGKILL to a worker while it judges (once, and again to a worker of the ones started after): every file
     is still judged, none waited on (the stdlib pools wait forever when a worker dies in the middle of
     answering)."""
-    for rounds in (1, 2):
-        code, seconds, document, stderr = _kill_workers(many_snapshots, rounds)
-        assert code == 1 and document["summary"]["nodes"] == 2000 and document["unreadable"] == [], stderr
+    code, seconds, document, stderr = _kill_workers(many_snapshots, 1)
+    assert code == 1 and document["summary"]["nodes"] == 2000 and document["unreadable"] == [], stderr
+    # The second kill may land on the fresh worker retrying a file of the first one's: that file then ended two
+    # workers and is listed as not read, saying so; every other file is judged.
+    code, seconds, document, stderr = _kill_workers(many_snapshots, 2)
+    unreadable = document["unreadable"]
+    assert code == 1 and document["summary"]["nodes"] + len(unreadable) == 2000 and len(unreadable) <= 1, stderr
+    assert all("ended abruptly twice, the last time killed by signal 9" in entry["reason"] for entry in unreadable)
 
 
 def _judge_or_die(path):

@@ -57,7 +57,7 @@ def test_config_validate_names_every_problem_of_every_section_with_its_line(tmp_
     assert "%s: ok ([defaults] and 1 [[match]] section)" % good in lines
     assert "%s:6: [[match]] 1: set: gpu.memroy.min=80GB: unknown rule id 'gpu.memroy'" % bad in lines
     assert "did you mean gpu.memory" in lines
-    assert "%s:10: [[match]] 2: select: no rule id is or starts with 'gpuu'" % bad in lines
+    assert "%s:10: [[match]] 2: select: gpuu: no rule id is or starts with 'gpuu'" % bad in lines
     assert "%s:12: [[match]] 2: set: driver.version.min=banana:" % bad in lines and "'banana'" in lines
     assert "1 of 2 configuration files invalid" in lines
     assert run_cli("config", "validate", good).returncode == 0

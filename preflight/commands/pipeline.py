@@ -63,48 +63,10 @@ class Prepared(NamedTuple):
         return self.ruleset.rules[rule_id].resolve(self.options.profile, self.settings.get(rule_id))
 
 
-def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: "Optional[site_config.Target]" = None,
-            kinds: Sequence[str] = (), checking: bool = True, applied: Optional[site.Applied] = None) -> Prepared:
-    """Settle what to check. ``node``: the Slurm node being admitted (its partitions and features match the
-    configuration, its Gres sets the GPUs expected); ``target``: what the configuration is matched against when it
-    is not this machine (fleet: a snapshot's host and GPUs); ``kinds``: entries beyond rules and fixes to load
-    ("failures", "capacity"); ``checking``: the rules will be judged (no rule left is an error; a workload no rule
-    reads is worth a warning), not only consulted (diagnose, plan, config show); ``applied``: the configuration
-    already applied (fleet reads the file once)."""
-    if applied is None:
-        applied = site.apply(options, node, warn, target)
-    options = applied.options
-    if node is not None:
-        from preflight.integrations import slurm as admission
-
-        where = applied.effective.origins.get("profile") if applied.effective and "profile" not in options.given \
-            else None
-        admission.require_job_interpreter(options.profile, options.python, " (from %s)" % where.text if where else "")
-    capacity = "capacity" in kinds or options.workload is not None or bool(options.fit_labels) \
-        or site.needs_capacity(applied.config)
-    ruleset = loader.load(options.rules_paths, failures="failures" in kinds, capacity=capacity,
-                          smoke=options.smoke is not None, requirements=options.requirements)
-    site.validate(applied, ruleset)
-    from preflight.engine import selection
-
-    settings = selection.parse_settings(ruleset, options.settings, options.profile, warn)
-    rules = selection.choose(ruleset, options.profile, options.select, options.ignore, settings, warn)
-    if not rules and checking:
-        raise no_rules_left(applied)
-    workload = None
-    if options.workload is not None:
-        workload = workload_request(ruleset, options.workload)
-        if warn and checking and not any("workload" in rule.fact.context for rule in rules):
-            readers = ["%s (profiles %s)" % (rule.id, ", ".join(rule.profiles)) for rule in ruleset.rules.values()
-                       if "workload" in rule.fact.context]
-            warn("--workload has no effect: no selected rule reads it; %s" % (
-                "rules that do: %s" % "; ".join(readers) if readers else "no rule reads a workload"))
-    return Prepared(applied, ruleset, rules, settings, workload, node, fit_requests(ruleset, options.fit_labels))
-
-
 class Sized(NamedTuple):
-    """What a plan needs, and no more: the site configuration applied, the capacity model and GPU catalog (with
-    --rules' own workloads and GPUs), and the workload sized. No rule is selected: a plan judges none."""
+    """What a plan needs, and no more: the site configuration applied, the rule files and entries loaded (the
+    capacity model and GPU catalog with --rules' own workloads and GPUs), every section of the configuration
+    validated, and the workload sized. No rule is selected: a plan judges none."""
 
     applied: site.Applied
     ruleset: "RuleSet"
@@ -115,14 +77,54 @@ class Sized(NamedTuple):
         return self.applied.options
 
 
-def size(options: CheckOptions, warn: common.Warn = None) -> Sized:
-    """plan's preparation: the configuration (its GPU type names and policy, its rule files), the capacity
-    entries, every section of the configuration validated as check validates it, the workload sized."""
-    applied = site.apply(options, None, warn)
-    ruleset = loader.load(applied.options.rules_paths, capacity=True)
+def size(options: CheckOptions, warn: common.Warn = None, node=None,
+         target: "Optional[site_config.Target]" = None, kinds: Sequence[str] = ("capacity",),
+         applied: Optional[site.Applied] = None) -> Sized:
+    """plan's preparation, and the first half of check's: the configuration applied (to this machine, the Slurm
+    ``node`` or ``target``) unless ``applied`` already is, the entries of ``kinds`` loaded ("failures", "capacity";
+    "smoke" and "requirements" for the rules those options add), the configuration validated against them, the
+    workload sized."""
+    if applied is None:
+        applied = site.apply(options, node, warn, target)
+    options = applied.options
+    capacity = "capacity" in kinds or options.workload is not None or bool(options.fit_labels) \
+        or site.needs_capacity(applied.config)
+    ruleset = loader.load(options.rules_paths, failures="failures" in kinds, capacity=capacity,
+                          smoke="smoke" in kinds, requirements=options.requirements if "requirements" in kinds else None)
     site.validate(applied, ruleset)
-    workload = applied.options.workload
-    return Sized(applied, ruleset, workload_request(ruleset, workload) if workload is not None else None)
+    workload = workload_request(ruleset, options.workload) if options.workload is not None else None
+    return Sized(applied, ruleset, workload)
+
+
+def prepare(options: CheckOptions, warn: common.Warn = None, node=None, target: "Optional[site_config.Target]" = None,
+            kinds: Sequence[str] = (), checking: bool = True, applied: Optional[site.Applied] = None) -> Prepared:
+    """Settle what to check: what ``size`` settles, then the rules chosen and their settings. ``node``: the Slurm
+    node being admitted (its partitions and features match the configuration, its Gres sets the GPUs expected);
+    ``target``: what the configuration is matched against when it is not this machine (fleet: a snapshot's host
+    and GPUs); ``kinds``: entries beyond rules and fixes to load ("failures", "capacity"); ``checking``: the rules
+    will be judged (no rule left is an error; a workload no rule reads is worth a warning), not only consulted
+    (diagnose, config show); ``applied``: the configuration already applied (fleet reads the file once)."""
+    kinds = tuple(kinds) + ("requirements",) + (("smoke",) if options.smoke is not None else ())
+    applied, ruleset, workload = size(options, warn, node, target, kinds, applied)
+    options = applied.options
+    if node is not None:
+        from preflight.integrations import slurm as admission
+
+        where = applied.effective.origins.get("profile") if applied.effective and "profile" not in options.given \
+            else None
+        admission.require_job_interpreter(options.profile, options.python, " (from %s)" % where.text if where else "")
+    from preflight.engine import selection
+
+    settings = selection.parse_settings(ruleset, options.settings, options.profile, warn)
+    rules = selection.choose(ruleset, options.profile, options.select, options.ignore, settings, warn)
+    if not rules and checking:
+        raise no_rules_left(applied)
+    if workload is not None and warn and checking and not any("workload" in rule.fact.context for rule in rules):
+        readers = ["%s (profiles %s)" % (rule.id, ", ".join(rule.profiles)) for rule in ruleset.rules.values()
+                   if "workload" in rule.fact.context]
+        warn("--workload has no effect: no selected rule reads it; %s" % (
+            "rules that do: %s" % "; ".join(readers) if readers else "no rule reads a workload"))
+    return Prepared(applied, ruleset, rules, settings, workload, node, fit_requests(ruleset, options.fit_labels))
 
 
 def observe(prepared: Prepared) -> Tuple[Dict[str, Any], str]:

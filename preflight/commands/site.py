@@ -178,14 +178,12 @@ def problems(config: "site_config.Config", ruleset: "loader.RuleSet", profiles: 
     for section in config.sections:
         section_profiles = (section.settings["profile"],) if "profile" in section.settings else profiles
         for item in section.settings.get("set", ()):
+            place = _place(config, section, "set")
             try:
                 for number, profile in enumerate(section_profiles):
-                    selection.parse_settings(ruleset, [item], profile, _located(
-                        warn if number == 0 else None, section.origin(config.path or "", "set").location, "--set "))
+                    selection.parse_settings(ruleset, [item], profile, warn if number == 0 else None, place)
             except PreflightError as exc:
-                found.append(site_config.ConfigError("%s: %s: %s" % (
-                    section.origin(config.path or "", "set").location, item,
-                    exc.message.replace("--set %s: " % item, "", 1)), exc.hint))
+                found.append(site_config.ConfigError(exc.message, exc.hint))
         # Items that name a workload (fit_labels: WORKLOAD:TASK:IMG) or a catalog GPU (slurm_gpu_types: TYPE=GPU).
         for key, named, known, problem, listed in (
                 ("fit_labels", lambda item: item.split(":")[0], ruleset.workloads, "unknown workload", "workloads"),
@@ -199,19 +197,15 @@ def problems(config: "site_config.Config", ruleset: "loader.RuleSet", profiles: 
         for key in ("select", "ignore"):
             if key in section.settings:
                 try:
-                    selection.check_selectors(ruleset, list(section.settings[key]), key, _located(
-                        warn, section.origin(config.path or "", key).location, key + " "))
+                    selection.check_selectors(ruleset, list(section.settings[key]), _place(config, section, key), warn)
                 except PreflightError as exc:
-                    found.append(site_config.ConfigError("%s: %s" % (section.origin(config.path or "", key).location,
-                                                                     exc.message.split(": ", 1)[-1]), exc.hint))
+                    found.append(site_config.ConfigError(exc.message, exc.hint))
     return found
 
 
-def _located(warn: common.Warn, location: str, option: str) -> common.Warn:
-    """``warn``, with the file, line and key the warning is about in place of the option's name."""
-    if warn is None:
-        return None
-    return lambda message: warn("%s: %s" % (location, message[len(option):] if message.startswith(option) else message))
+def _place(config: "site_config.Config", section: "site_config.Section", key: str) -> str:
+    """How a message names an item of ``key`` in ``section``: the file, line and key, then the item."""
+    return section.origin(config.path or "", key).location.replace("%", "%%") + ": %s"
 
 
 def origins(applied: Applied) -> List[Tuple[str, str, str]]:
