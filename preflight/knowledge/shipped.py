@@ -67,7 +67,7 @@ def read_toml(path: str, what: str, error: Callable[..., PreflightError], kind: 
     ValueError says why one is not TOML (``kind`` names what it should be)."""
     raw = input_files.read_bytes(path, what, error, limit=limit)
     relative = os.path.relpath(os.path.abspath(path), data_dir()).replace(os.sep, "/")
-    shipped = None if relative.startswith("../") else _parsed(relative)
+    shipped = _parsed(relative) if relative.endswith(".toml") and not relative.startswith("../") else None
     if shipped is not None and shipped.get("key") == content_key(raw):
         return shipped["data"]
     try:
