@@ -151,15 +151,16 @@ class Family(NamedTuple):
                 if wanted.lstrip("-").isdigit() and abs(int(wanted)) == have:
                     return row
                 continue
-            have = _plain(have)
-            if mode == "exact" and have == wanted:
-                return row
-            if mode == "prefix" and wanted.startswith(have) and len(have) > best_length:
-                best, best_length = row, len(have)
-            if mode == "dotted" and (wanted == have or wanted.startswith(have + ".")) and len(have) > best_length:
-                best, best_length = row, len(have)
-            if mode == "contains" and have and have in wanted and len(have) > best_length:
-                best, best_length = row, len(have)
+            # A list holds the wordings of one row, as releases changed them (CUDA's text for error 46).
+            for have in map(_plain, have if isinstance(have, list) else [have]):
+                if mode == "exact" and have == wanted:
+                    return row
+                if mode == "prefix" and wanted.startswith(have) and len(have) > best_length:
+                    best, best_length = row, len(have)
+                if mode == "dotted" and (wanted == have or wanted.startswith(have + ".")) and len(have) > best_length:
+                    best, best_length = row, len(have)
+                if mode == "contains" and have and have in wanted and len(have) > best_length:
+                    best, best_length = row, len(have)
         return best
 
     def link(self, ruleset: RuleSet) -> None:
