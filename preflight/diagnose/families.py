@@ -195,7 +195,11 @@ class Family(NamedTuple):
         """The row a finding's key names (cuda.runtime_error/cudaErrorNoDevice: its label); exit 2 when none."""
         from preflight.errors import PreflightError, close_matches
 
-        labels = {_text(row.get(self.label, "")): row for row in self.table.rows}
+        labels = {}
+        for row in self.table.rows:
+            names = row.get(self.label, "")
+            for name in names if isinstance(names, list) else [names]:
+                labels.setdefault(str(name), row)
         for name, row in labels.items():
             if name.lower() == label.lower():
                 return row
@@ -204,13 +208,14 @@ class Family(NamedTuple):
 
     def hit_key(self, groups: Dict[str, str], row: Dict[str, Any]) -> str:
         """How one family finding is told apart from the others of its family: id/label."""
-        return "%s/%s" % (self.id, _text(row.get(self.label, groups.get(self.label, "?"))))
+        return "%s/%s" % (self.id, _one(row.get(self.label, groups.get(self.label, "?")), groups.get(self.label)))
 
     def entry(self, groups: Dict[str, str], row: Dict[str, Any]) -> Failure:
         """The failure this row describes, as a known failure's entry (its values are the row's fields)."""
         from preflight.engine import template
 
-        values = {name: _text(value) for name, value in row.items() if name != "when"}
+        values = {name: _one(value, groups.get(name)) if isinstance(value, list) and name in self.key else _text(value)
+                  for name, value in row.items() if name != "when"}
         label = values.get(self.label) or groups.get(self.label) or "?"
         values.update(family_key=label)
         fix = self.fix
@@ -227,6 +232,14 @@ class Family(NamedTuple):
                        undetermined=[line for line in template.render_known(
                            self.undetermined + [values.get("undetermined", "")], dict(self.defaults, **dict(groups, **values)))
                            if line.strip()])
+
+
+def _one(value: Any, said: Optional[str]) -> str:
+    """A key field's value for one finding: a row that lists several wordings is named by the first, and shows
+    the wording the log used where the log gave one."""
+    if isinstance(value, list):
+        return str(said) if said else str(value[0])
+    return str(value)
 
 
 def _text(value: Any) -> str:

@@ -187,7 +187,8 @@ def explain_family(family, row=None) -> str:
     if row is not None:
         finding = family.entry({}, row)
         lines = ["%s/%s: %s" % (family.id, family.hit_key({}, row).split("/", 1)[1], finding.title), ""]
-        lines += ["  %-9s  %s" % (name + ":", value) for name, value in row.items() if name != "when"]
+        lines += ["  %-9s  %s" % (name + ":", " | ".join(map(str, value)) if isinstance(value, list) else value)
+                  for name, value in row.items() if name != "when"]
         lines += ["", "  cause:     %s" % finding.cause]
         lines += _fix_lines(finding.fix, dict(finding.values), "  ")
         lines += ["", "  from %s (%s)" % (family.table.path, family.source)]
