@@ -34,6 +34,7 @@ ENVIRONMENTS = {
     "container.proc_driver_mount": {"nvml.init": {"nvml.init.status": "driver_library_mismatch"}},
     "container.device_plugin_nvml": {"nvml.init": NO_LIBRARY},
     "cuda.oom": {"gpu.memory": LOW_MEMORY},
+    "cudnn.no_algorithm": {"gpu.memory": LOW_MEMORY},
     "yolov9.amp_check_failed": {"gpu.memory": LOW_MEMORY, "gpu.health": ECC},
     "torch.no_kernel_image": {"torch.arch": OLD_SM},
     "cuda.driver_too_old": {"cuda.compat": {"nvml.driver_version": "535.104.05", "nvml.cuda_driver_version": "12.2"}},
