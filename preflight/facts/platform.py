@@ -58,6 +58,7 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: boo
                  when_slurm=bool(run.get("slurm")), when_bridge_network=run.get("container_network") == "bridge",
                  when_docker_runtime=runtime == "docker", when_crio_runtime=runtime == "cri-o",
                  when_containerd_runtime=runtime not in ("docker", "cri-o"))
+    holds["when_python_32bit"] = run.get("python_bits") == "32"
     holds["when_request_may_fit"] = True  # diagnose turns it round for a message that says otherwise
     # A driver/library mismatch has two directions: libraries newer than the loaded module (an upgrade awaiting a
     # reboot, or a module that was never built for this kernel) or older (held-back or image-shipped libraries).
