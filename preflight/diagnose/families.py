@@ -25,7 +25,8 @@ that explains it::
     undetermined = ["which call failed first"]                # what the log cannot tell
     fix = { title = "...", steps = ["{step}"] }               # may use the row's fields and the groups
 
-A row may hold ``when = { group = "regex" }``: it applies only when the log's value matches. A table may hold an
+A row may hold ``when = { group = "regex" }``: it applies only when the log's value matches. A key field may be a
+list, the wordings one code had across releases: any of them matches. A table may hold an
 ``[unlisted]`` row, used (with the log's value as its key field) when no row matches; without one, a value the
 table does not know is no finding (a lookup table lists only what it can explain).
 
