@@ -209,7 +209,7 @@ class Family(NamedTuple):
 
     def hit_key(self, groups: Dict[str, str], row: Dict[str, Any]) -> str:
         """How one family finding is told apart from the others of its family: id/label."""
-        return "%s/%s" % (self.id, _one(row.get(self.label, groups.get(self.label, "?")), groups.get(self.label)))
+        return "%s/%s" % (self.id, _one(row.get(self.label, groups.get(self.label, "?")), None))
 
     def entry(self, groups: Dict[str, str], row: Dict[str, Any]) -> Failure:
         """The failure this row describes, as a known failure's entry (its values are the row's fields)."""
@@ -217,7 +217,7 @@ class Family(NamedTuple):
 
         values = {name: _one(value, groups.get(name)) if isinstance(value, list) and name in self.key else _text(value)
                   for name, value in row.items() if name != "when"}
-        label = values.get(self.label) or groups.get(self.label) or "?"
+        label = _one(row.get(self.label), None) if row.get(self.label) else (groups.get(self.label) or "?")
         values.update(family_key=label)
         fix = self.fix
         if isinstance(row.get("step"), list):  # alternatives, as a fix's line: the first whose values are known
@@ -236,8 +236,8 @@ class Family(NamedTuple):
 
 
 def _one(value: Any, said: Optional[str]) -> str:
-    """A key field's value for one finding: a row that lists several wordings is named by the first, and shows
-    the wording the log used where the log gave one."""
+    """A key field's value for one finding: a row that lists several wordings is named by the first (its label,
+    stable whatever the log said), and shows the wording the log used where the log gave one."""
     if isinstance(value, list):
         return str(said) if said else str(value[0])
     return str(value)
