@@ -317,7 +317,8 @@ def test_every_diagnose_fix_prints_commands_that_can_succeed(tmp_path):
     facts_file = tmp_path / "facts.json"
     facts_file.write_text(run_cli("facts", "--nvml-fixture", nvml_fixture("rtx3060-12g-driver525.json")).stdout)
     this_python = "%d.%d" % sys.version_info[:2]  # the facts were probed with this interpreter
-    texts = [example for failure in ruleset.failures.values() for example in failure.examples]
+    texts = [example for entry in list(ruleset.failures.values()) + list(ruleset.families.values())
+             for example in entry.examples]
     checked, failures = 0, []
     for text in texts:
         for args, python in ((["--no-facts"], None), (["--facts", str(facts_file)], this_python)):
