@@ -79,3 +79,22 @@ def test_a_malformed_or_unrecognised_row_is_a_clear_error(tmp_path, row, message
     completed = run_cli("diagnose", "-", "--rules", str(rules), stdin="nothing\n")
     assert completed.returncode == 2 and "Traceback" not in completed.stderr, completed.stderr
     assert message in completed.stderr and "mine.toml" in completed.stderr, completed.stderr
+
+
+def test_every_cuda_runtime_error_is_recognised_by_the_text_the_runtime_itself_gives():
+    # the texts were read from libcudart 11.7-13.5 (scripts/read_cudart_errors.py): "CUDA error: <text>" is how
+    # torch prints cudaGetErrorString, so every row must answer to each of its texts there
+    family = RULESET.families["cuda.runtime_error"]
+    rows = [row for row in family.table.rows if row.get("kind") not in family.quiet]
+    assert len(rows) >= 130
+    every_text = [t for row in rows for t in (row.get("text") if isinstance(row.get("text"), list) else [row.get("text")])]
+    shared = {t for t in every_text if every_text.count(t) > 1}
+    assert len(shared) <= 2, shared
+    for row in rows:
+        texts = row.get("text")
+        assert texts, "%s has no text from the runtime" % row["name"]
+        for text in texts if isinstance(texts, list) else [texts]:
+            found = family.classify("RuntimeError: CUDA error: %s" % text)
+            assert found, (row["name"], text)
+            # (two codes share a text in some releases: 200 and 300's "device kernel image is invalid")
+            assert found[0][1]["name"] == row["name"] or text in shared, (row["name"], text, found[0][1]["name"])
