@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Read the CUDA runtime's own error texts into rules/knowledge/cuda-runtime-errors.toml.
+"""Read the CUDA runtime's own error texts, and the driver API's names, into rules/knowledge/cuda-runtime-errors.toml.
 
 The texts a log shows after "CUDA error: " are what cudaGetErrorString returns; they live in libcudart, not in
 any document. This script downloads NVIDIA's runtime wheels from PyPI (nvidia-cuda-runtime-cu11, -cu12 and the
 CUDA 13 nvidia-cuda-runtime), loads each libcudart with ctypes and asks it for the text of every code in the
 table. cudaGetErrorString needs no GPU and no driver. A row whose text changed between releases lists every
 wording, oldest release first; texts a row already lists (read from logs of releases not on PyPI) are kept.
+
+The same wheels hold cuda.h, whose CUresult enum names the driver API's errors (CUDA_ERROR_NO_DEVICE, as
+TensorFlow, JAX, CuPy and Numba print them). Since CUDA 10.1 a driver error and the runtime error of the same
+meaning share their number, so each row gets the driver's name of its code (driver_name).
 
     python scripts/read_cudart_errors.py            # writes the texts, prints what changed
     python scripts/read_cudart_errors.py --check    # prints what changed, writes nothing (exit 1 when anything did)
@@ -24,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = os.path.join(ROOT, "rules", "knowledge", "cuda-runtime-errors.toml")
@@ -40,10 +44,13 @@ RUNTIMES = [
 ROW = re.compile(r"^\[\[error\]\]\n", re.M)
 CODE = re.compile(r"^code = (\d+)$", re.M)
 TEXT = re.compile(r"^text = (.+)$", re.M)
+DRIVER_NAME = re.compile(r"^driver_name = .+\n", re.M)
+CURESULT = re.compile(r"\b(CUDA_ERROR_[A-Z0-9_]+)\s*=\s*(\d+)")
 
 
-def runtime_texts(requirement: str, workdir: str) -> Dict[int, str]:
-    """cudaGetErrorString for codes 0-1000 of one runtime wheel (codes it does not know are left out)."""
+def runtime_texts(requirement: str, workdir: str) -> Tuple[Dict[int, str], Dict[int, str]]:
+    """cudaGetErrorString for codes 0-1000 of one runtime wheel (codes it does not know are left out), and the
+    driver API's error names by code from the wheel's cuda.h."""
     target = os.path.join(workdir, requirement.replace("==", "-"))
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
                     "--platform", "manylinux2014_x86_64", "-d", target, requirement], check=True)
@@ -59,7 +66,11 @@ def runtime_texts(requirement: str, workdir: str) -> Dict[int, str]:
         name = cudart.cudaGetErrorName(code).decode()
         if name.startswith("cudaError"):
             texts[code] = cudart.cudaGetErrorString(code).decode()
-    return texts
+    (header,) = glob.glob(os.path.join(target, "nvidia", "**", "include", "cuda.h"), recursive=True)
+    with open(header, encoding="utf-8") as handle:
+        enum = handle.read().split("typedef enum cudaError_enum", 1)[1].split("} CUresult;", 1)[0]
+    driver_names = {int(code): name for name, code in CURESULT.findall(enum)}
+    return texts, driver_names
 
 
 def toml_string(value: str) -> str:
@@ -81,11 +92,15 @@ def existing_texts(block: str) -> List[str]:
     return re.findall(r'"((?:[^"\\]|\\.)*)"', value)
 
 
-def updated_table(content: str, read: Dict[int, List[str]]) -> str:
+def updated_table(content: str, read: Dict[int, List[str]], driver_names: Dict[int, str]) -> str:
     head, *blocks = ROW.split(content)
     out = [head]
     for block in blocks:
         code = int(CODE.search(block).group(1))
+        block = DRIVER_NAME.sub("", block)
+        if code in driver_names:
+            block = re.sub(r"^(name = .+\n)", lambda m: m.group(1) + 'driver_name = "%s"\n' % driver_names[code],
+                           block, count=1, flags=re.M)
         wordings = read.get(code)
         if wordings:
             line = merged_text_line(existing_texts(block), wordings)
@@ -102,17 +117,22 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="print what would change, write nothing")
     args = parser.parse_args()
     read: Dict[int, List[str]] = {}
+    driver_names: Dict[int, str] = {}
     with tempfile.TemporaryDirectory() as workdir:
         for requirement in RUNTIMES:
-            for code, text in runtime_texts(requirement, workdir).items():
+            texts, names = runtime_texts(requirement, workdir)
+            for code, text in texts.items():
                 if text not in read.setdefault(code, []):
                     read[code].append(text)
+            driver_names.update(names)  # the newest release's name for a code
     with open(TABLE, encoding="utf-8") as handle:
         content = handle.read()
     table_codes = {int(c) for c in CODE.findall(content)}
     for code in sorted(set(read) - table_codes):
         print("not in the table: code %d %r" % (code, read[code]))
-    new = updated_table(content, read)
+    for code in sorted(set(driver_names) - table_codes):
+        print("a driver error with no runtime row: code %d %s" % (code, driver_names[code]))
+    new = updated_table(content, read, driver_names)
     changed = new != content
     if changed:
         before, after = content.splitlines(), new.splitlines()

@@ -98,3 +98,14 @@ def test_every_cuda_runtime_error_is_recognised_by_the_text_the_runtime_itself_g
             assert found, (row["name"], text)
             # (two codes share a text in some releases: 200 and 300's "device kernel image is invalid")
             assert found[0][1]["name"] == row["name"] or text in shared, (row["name"], text, found[0][1]["name"])
+
+
+def test_every_driver_api_error_name_is_recognised_as_its_runtime_row():
+    # the names were read from cuda.h's CUresult in the same wheels; TensorFlow prints "failed call to cuInit: <name>"
+    family = RULESET.families["cuda.runtime_error"]
+    rows = [row for row in family.table.rows if row.get("driver_name")]
+    assert len(rows) >= 100
+    for row in rows:
+        found = family.classify("E cuda_driver.cc:268] failed call to cuInit: %s" % row["driver_name"])
+        assert found and found[0][1]["name"] == row["name"], (row["driver_name"], found)
+    assert not family.classify("CUDA_ERROR_NOT_A_REAL_NAME")
