@@ -580,6 +580,27 @@ def test_a_cpu_torch_alone_is_not_a_problem():
     assert found_ids("torch version: 2.1.0+cpu\nEpoch 1/10 done\n")[0] == []
 
 
+@pytest.mark.parametrize("command, problem", [
+    ("python train.py --device 0", True), ("yolo detect train model=yolov8n.pt device=0,1", True),
+    ("python detect.py --device cpu", False), ("yolo detect train model=yolov8n.pt device=cpu", False),
+])
+def test_a_cpu_torch_is_a_problem_beside_the_runs_own_request_for_a_gpu(command, problem):
+    # only_with may name a clue: the run's command line asking for a CUDA device
+    _, report = diagnose_json(command + "\nUltralytics YOLOv8.0.88  Python-3.9.16 torch-2.0.0+cpu CPU\n", "--no-facts")
+    ids = [match["id"] for match in report["matches"]]
+    assert ids == (["torch.cpu_only_run"] if problem else []), ids
+
+
+def test_only_with_may_name_a_clue_but_nothing_unknown(tmp_path):
+    (tmp_path / "extra.toml").write_text(
+        '[[failure]]\nid = "site.cpu_note"\ntitle = "t"\npriority = 10\npatterns = ["zzz-site-marker"]\n'
+        'cause = "c"\nfix = { title = "f", steps = ["s"] }\nonly_with = ["run.gpu_requsted"]\n'
+        'source = "https://example.org"\nexamples = ["zzz-site-marker"]\n')
+    completed = run_cli("diagnose", "-", "--rules", str(tmp_path / "extra.toml"), stdin="zzz-site-marker\n")
+    assert completed.returncode == 2 and "'only_with' names 'run.gpu_requsted', which is not a failure or clue" \
+        in completed.stderr and "run.gpu_requested" in completed.stderr, completed.stderr
+
+
 def test_out_of_memory_advice_uses_the_capacity_model():
     banner = "YOLO v0.1 Python-3.10.12 torch-2.5.1+cu124 CUDA:0 (NVIDIA GeForce RTX 3060, 12042MiB)\n"
     oom = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 11.76 GiB total capacity)\n"

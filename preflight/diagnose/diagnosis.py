@@ -116,7 +116,7 @@ class Diagnosis:
 
 
 def findings(scan: ScanResult) -> List[Finding]:
-    present = {hit.failure.id for hit in scan.hits.values()}
+    present = {hit.failure.id for hit in scan.hits.values()} | scan.clues
     hits = [hit for hit in scan.hits.values()
             if not hit.failure.only_with or any(other in present for other in hit.failure.only_with)]
     # A known failure on a family finding's line is the more specific explanation: the family finding goes,

@@ -15,7 +15,7 @@ A ``[[failure]]`` entry (rules/failures/*.toml, or a user's --rules file)::
     facts = ["gpu.memory.total"]           # facts that make the fix concrete
     context = ["{gpu_name}: {gpu_memory_total} total"]   # lines shown when every name is known
     supersedes = ["dataloader.worker_exited"]            # generic follow-ups this explains
-    only_with = ["cuda.invalid_device"]                  # a clue that is a problem only beside one of these
+    only_with = ["cuda.invalid_device"]                  # a problem only beside one of these failures or clues
     set = { missing_pip = "'setuptools<82'" }            # fixed template values (override facts)
     defaults = { index_url = "..." }                      # used only when nothing better is known
     examples = ["..."]                     # real messages it must recognise (the tests replay them)
@@ -135,7 +135,7 @@ class Failure(NamedTuple):
     examples: List[str]
     source: str
     origin: str
-    only_with: List[str] = []  # reported only when one of these failures is also in the log
+    only_with: List[str] = []  # reported only when one of these failures (or clues) is also in the log
     emitted: List[Emitter] = []  # where each wording is written, and by which releases
     family: Any = None  # the [[family]] this entry was made from for one log value (preflight.diagnose.families)
     key: str = ""  # that value's row: the finding is family id/key
@@ -155,10 +155,12 @@ class Failure(NamedTuple):
             raise RuleFileError(self.origin, "failure id '%s' is also a rule id; ids must be unique" % self.id, self.id,
                                 kind="failure")
         for key, others in (("supersedes", self.supersedes), ("only_with", self.only_with)):
+            known = dict(ruleset.failures, **ruleset.families, **(ruleset.clues if key == "only_with" else {}))
             for other in others:
-                if other not in ruleset.failures and other not in ruleset.families:
-                    raise RuleFileError(self.origin, "'%s' names '%s', which is not a failure%s"
-                                        % (key, other, close_matches(other, ruleset.failures)), self.id, kind="failure")
+                if other not in known:
+                    raise RuleFileError(self.origin, "'%s' names '%s', which is not a failure%s%s"
+                                        % (key, other, " or clue" if key == "only_with" else "",
+                                           close_matches(other, known)), self.id, kind="failure")
 
 
 def _fast_anchor(entry: EntryReader, where: str, anchor: str) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import deque
-from typing import BinaryIO, Deque, Dict, List, Optional, Tuple
+from typing import BinaryIO, Deque, Dict, List, Optional, Set, Tuple
 
 from preflight.diagnose.failures import Clue, Failure, normalize, normalize_bytes
 from preflight.diagnose.families import MOST_ROWS, Family
@@ -79,6 +79,7 @@ class ScanResult:
     def __init__(self) -> None:
         self.hits: Dict[str, Hit] = {}
         self.values: Dict[str, str] = {}  # what the log's clues say about its run (the last occurrence wins)
+        self.clues: Set[str] = set()  # the ids of the clues the log showed
         self.value_lines: Dict[str, int] = {}
         self.lines = 0
         self.bytes = 0
@@ -380,6 +381,7 @@ class Scanner:
                 if groups is None:
                     continue
                 if isinstance(failure, Clue):
+                    result.clues.add(failure.id)
                     found = dict(failure.values, **groups)
                     result.values.update(found)
                     result.value_lines.update((name, line) for name in found)
