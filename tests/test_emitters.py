@@ -109,3 +109,21 @@ def test_every_driver_api_error_name_is_recognised_as_its_runtime_row():
         found = family.classify("E cuda_driver.cc:268] failed call to cuInit: %s" % row["driver_name"])
         assert found and found[0][1]["name"] == row["name"], (row["driver_name"], found)
     assert not family.classify("CUDA_ERROR_NOT_A_REAL_NAME")
+
+
+def test_every_nvml_error_of_the_installed_nvidia_ml_py_has_a_row():
+    # nvidia-ml-py (a dependency) makes one exception class per NVML return code; a release that adds codes must
+    # find its classes in rules/knowledge/nvml-errors.toml
+    import pynvml
+
+    family = RULESET.families["nvml.error"]
+    rows = {row["name"]: row for row in family.table.rows}
+    classes = [name for name in dir(pynvml) if name.startswith("NVMLError_")]
+    assert len(classes) >= 30
+    for name in classes:
+        assert name in rows, "%s of the installed nvidia-ml-py has no row" % name
+        row = rows[name]
+        assert getattr(pynvml, row["constant"]) == row["code"], name  # the constant and its number, as pynvml has them
+        assert issubclass(getattr(pynvml, name), pynvml.NVMLError)
+        found = family.classify("pynvml.%s: something" % name)
+        assert found and found[0][1]["name"] == name
