@@ -57,7 +57,7 @@ def runtime_texts(requirement: str, workdir: str) -> Tuple[Dict[int, str], Dict[
     (wheel,) = glob.glob(os.path.join(target, "*.whl"))
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(target)
-    (library,) = [p for p in glob.glob(os.path.join(target, "nvidia", "**", "libcudart.so.*"), recursive=True)]
+    (library,) = glob.glob(os.path.join(target, "nvidia", "**", "libcudart.so.*"), recursive=True)
     cudart = ctypes.CDLL(library)
     cudart.cudaGetErrorName.restype = ctypes.c_char_p
     cudart.cudaGetErrorString.restype = ctypes.c_char_p
