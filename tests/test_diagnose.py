@@ -23,7 +23,8 @@ FAILURES = list(RULESET.failures.values())
 
 
 def found_ids(text, chunk_size=1 << 22):
-    result = Scanner(FAILURES).scan(io.BytesIO(text.encode("utf-8") if isinstance(text, str) else text), chunk_size)
+    # what `preflight diagnose` scans for: the failures, the families and the clues an only_with may name
+    result = Scanner(RULESET.log_entries(), list(RULESET.clues.values())).scan(io.BytesIO(text.encode("utf-8") if isinstance(text, str) else text), chunk_size)
     return [f.failure.id for f in diagnosis.findings(result)], result
 
 
