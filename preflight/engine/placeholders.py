@@ -82,6 +82,7 @@ CLUE_VALUES = {
     "slurm": "yes when the run was a Slurm job (srun or sbatch messages, SLURM_ variables)",
     "container_network": "bridge when NCCL's ranks ran in Docker's bridge network (an address of 172.17-172.19.x.x on NCCL's interface)",
     "container_runtime": "the node's container runtime: docker, containerd or cri-o (kubectl describe node, a container ID's prefix)",
+    "cuda_allocator": "cudaMallocAsync when the run's torch allocates with it (ComfyUI's device line and default, PYTORCH_CUDA_ALLOC_CONF)",
 }
 # Markers a fix line can carry so that it shows only where it applies: each is "" (shown) or unknown (the line is
 # left out). Computed from a log's clues and this machine's facts (facts.platform): by diagnose, and by check
