@@ -54,6 +54,8 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: boo
         "when_yolov9": yolo == "yolov9" or (not from_log and not yolo and not run.get("program")),
     }
     holds["when_not_yolov9"] = not holds["when_yolov9"]
+    holds["when_paddle"] = run.get("framework") == "paddle"
+    holds["when_not_paddle"] = not holds["when_paddle"]
     holds.update(when_jetson=jetson, when_not_jetson=not jetson, when_operator=operator,
                  when_slurm=bool(run.get("slurm")), when_bridge_network=run.get("container_network") == "bridge",
                  when_docker_runtime=runtime == "docker", when_crio_runtime=runtime == "cri-o",
