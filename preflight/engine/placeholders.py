@@ -78,6 +78,7 @@ CLUE_VALUES = {
     "conda_env": "the conda environment the run activated (a conda activate command in the log)",
     "jetson": "yes when the run was on a Jetson (L4T or JetPack named, a -tegra kernel, an Orin or Xavier GPU)",
     "python_bits": "32 when the run's Python is a 32-bit build (python.org's Windows folder PythonXY-32)",
+    "gpu_virtualization": "vgpu when the run's GPU is an NVIDIA vGPU (its profile name, a GRID driver)",
     "framework": "the run's deep-learning framework where it is not torch: paddle (its paths, C++ namespaces, messages)",
     "driver_owner": "gpu-operator when NVIDIA's GPU Operator owns the node's driver (its namespace, daemonsets or driver container in the log)",
     "slurm": "yes when the run was a Slurm job (srun or sbatch messages, SLURM_ variables)",
