@@ -87,3 +87,96 @@ def test_diagnose_shows_a_log_line_with_escape_sequences_as_text(tmp_path):
     completed = run_cli("diagnose", str(log), "--no-facts")
     assert completed.returncode == 1, completed.stdout
     _no_raw_controls(completed.stdout)
+
+
+# Characters a POSIX shell acts on. A value a log supplies may reach a printed command only through a capture that
+# cannot hold one of them, so that pasting the command cannot run something the log's author wrote.
+_SHELL_SYNTAX = " \t\n;|&$`<>'\"()"
+
+
+def _regex_parser():
+    import sys
+    if sys.version_info >= (3, 11):
+        from re import _constants as constants, _parser as parser  # type: ignore[attr-defined]
+    else:
+        import sre_constants as constants
+        import sre_parse as parser
+    return constants, parser
+
+
+def _admits(items, char: str) -> bool:
+    """Whether the parsed regex ``items`` can consume ``char`` (case folded as the catalog compiles: IGNORECASE)."""
+    constants, _ = _regex_parser()
+    c = constants
+    folded = {char.lower(), char.upper()}
+    categories = {
+        c.CATEGORY_DIGIT: char.isdigit(), c.CATEGORY_NOT_DIGIT: not char.isdigit(),
+        c.CATEGORY_SPACE: char.isspace(), c.CATEGORY_NOT_SPACE: not char.isspace(),
+        c.CATEGORY_WORD: char.isalnum() or char == "_", c.CATEGORY_NOT_WORD: not (char.isalnum() or char == "_"),
+    }
+    for op, av in items:
+        if op == c.LITERAL and chr(av) in folded:
+            return True
+        if op == c.NOT_LITERAL and chr(av) not in folded:
+            return True
+        if op == c.ANY and char != "\n":
+            return True
+        if op == c.IN:
+            negate = any(o == c.NEGATE for o, _ in av)
+            inside = any((o == c.LITERAL and chr(a) in folded) or (o == c.RANGE and any(a[0] <= ord(f) <= a[1] for f in folded))
+                         or (o == c.CATEGORY and categories.get(a, False)) for o, a in av if o != c.NEGATE)
+            if inside != negate:
+                return True
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT) and _admits(av[2], char):
+            return True
+        if op == c.SUBPATTERN and _admits(av[-1], char):
+            return True
+        if op == c.BRANCH and any(_admits(branch, char) for branch in av[1]):
+            return True
+    return False
+
+
+def _group(items, index: int):
+    """The parsed body of capture group ``index`` in ``items``, or None."""
+    constants, _ = _regex_parser()
+    for op, av in items:
+        if op == constants.SUBPATTERN:
+            if av[0] == index:
+                return av[-1]
+            found = _group(av[-1], index)
+        elif op in (constants.MAX_REPEAT, constants.MIN_REPEAT):
+            found = _group(av[2], index)
+        elif op == constants.BRANCH:
+            found = next((g for g in (_group(b, index) for b in av[1]) if g is not None), None)
+        else:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def test_values_from_a_log_reach_printed_commands_only_through_captures_without_shell_syntax():
+    import re
+
+    from preflight.engine import loader
+
+    _, parser = _regex_parser()
+    ruleset = loader.load(failures=True)
+    patterns = [p for entry in list(ruleset.failures.values()) + list(ruleset.clues.values())
+                for p in entry.patterns if p.regex is not None]
+    checked, problems = 0, []
+    for failure in ruleset.failures.values():
+        lines = [line for item in failure.fix.commands for line in ((item,) if isinstance(item, str) else item)]
+        for name in {n for line in lines for n in re.findall(r"\{(\w+)\}", line)}:
+            group = name[len("run_"):] if name.startswith("run_") else name
+            for pattern in patterns:
+                index = pattern.regex.groupindex.get(group)
+                if index is None:
+                    continue
+                body = _group(parser.parse(pattern.regex.pattern, pattern.regex.flags), index)
+                checked += 1
+                bad = [char for char in _SHELL_SYNTAX if _admits(body, char)]
+                if bad:
+                    problems.append("%s prints {%s}, which %r captures with %r" % (failure.id, name, pattern.regex.pattern, bad))
+    assert checked >= 5, checked  # the commands that print a log's values (conda environments, scripts, libraries)
+    assert not problems, "\n".join(problems)
