@@ -180,3 +180,21 @@ def test_values_from_a_log_reach_printed_commands_only_through_captures_without_
                     problems.append("%s prints {%s}, which %r captures with %r" % (failure.id, name, pattern.regex.pattern, bad))
     assert checked >= 5, checked  # the commands that print a log's values (conda environments, scripts, libraries)
     assert not problems, "\n".join(problems)
+
+
+def test_a_traceback_path_with_shell_syntax_or_spaces_does_not_become_the_printed_interpreter(tmp_path):
+    # diagnose takes the job's interpreter from the site-packages folder a traceback shows and starts printed
+    # commands with it; a folder a shell would read as more than one path is not used.
+    for folder in ("/home/u/x$(touch pwned)", "/home/u/x;id", "/home/my user/env"):
+        log = tmp_path / "log.txt"
+        log.write_text('Traceback (most recent call last):\n  File "%s/lib/python3.10/site-packages/foo/__init__.py",'
+                       " line 1, in <module>\nModuleNotFoundError: No module named 'cv2'\n" % folder)
+        report = json.loads(run_cli("diagnose", str(log), "--no-facts", "--format", "json").stdout)
+        commands = [command for match in report["matches"] for command in match["fix"]["commands"]]
+        assert any("pip install" in command for command in commands), commands
+        assert not any(folder in command for command in commands), commands
+    log.write_text('Traceback (most recent call last):\n  File "/home/u/envs/yolo/lib/python3.10/site-packages/foo/'
+                   "__init__.py\", line 1, in <module>\nModuleNotFoundError: No module named 'cv2'\n")
+    report = json.loads(run_cli("diagnose", str(log), "--no-facts", "--format", "json").stdout)
+    assert any(command.startswith("/home/u/envs/yolo/bin/python -m pip install")
+               for match in report["matches"] for command in match["fix"]["commands"])

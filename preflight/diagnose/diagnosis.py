@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
@@ -317,11 +318,16 @@ def _companion_values(name: str, facts: Optional[SnapshotView], run: Dict[str, s
     return values
 
 
+_PLAIN_PATH = re.compile(r"[\w./\\:+~-]{1,400}")
+
+
 def run_interpreter(run: Dict[str, str]) -> Optional[str]:
     """The interpreter the log's run used, from the site-packages folder its traceback shows
     (.../envs/yolo/lib/python3.10/site-packages -> .../envs/yolo/bin/python; on Windows ...\\Lib\\site-packages ->
     ...\\python.exe); None when the log shows none."""
     folder = run.get(RUN_PREFIX + "site_packages") or ""
+    if not _PLAIN_PATH.fullmatch(folder):
+        return None  # printed commands start with it: a path with spaces or shell syntax is not pasted as one
     windows = "\\" in folder and "/" not in folder
     parts = folder.replace("\\", "/").rstrip("/").split("/")
     if len(parts) < 3 or parts[-1] not in ("site-packages", "dist-packages"):
