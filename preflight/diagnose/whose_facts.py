@@ -47,6 +47,9 @@ def decide(mode: str, run: Dict[str, str], facts: Optional[SnapshotView], label:
     return Decision(True, "facts: " + named, "")
 
 
+_NOTEBOOKS = {"colab": "Google Colab", "kaggle": "a Kaggle notebook", "aistudio": "Baidu AI Studio"}
+
+
 def contradictions(run: Dict[str, str], facts: SnapshotView) -> List[str]:
     """What the log says that this machine is not."""
     found: List[str] = []
@@ -64,7 +67,7 @@ def contradictions(run: Dict[str, str], facts: SnapshotView) -> List[str]:
         found.append("the log ran under WSL2, this machine does not")
     managed = run.get("managed")
     if managed and not _is_managed(managed):
-        found.append("the log ran in %s" % {"colab": "Google Colab", "kaggle": "a Kaggle notebook", "aistudio": "Baidu AI Studio"}.get(managed, managed))
+        found.append("the log ran in %s" % _NOTEBOOKS.get(managed, managed))
     python = facts.snapshot.get("python") or {}
     log_python, here_python = _minor(run.get("python")), _minor(python.get("version"))
     if log_python and here_python and log_python != here_python:
