@@ -305,6 +305,26 @@ def test_oom_names_the_gpu_its_memory_and_the_processes(tmp_path):
     assert [c["id"] for c in match["checks"]] == ["gpu.memory"]
 
 
+@pytest.mark.parametrize("log, framework_step, absent", [
+    ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 7406166528 "
+     "bytes.\n", "XLA_PYTHON_CLIENT_PREALLOCATE=false", "PYTORCH_CUDA_ALLOC_CONF"),
+    ("W0928 15:25:03.815069 17204 gpu_resources.cc:61] Please NOTE: device: 0, GPU Compute Capability: 8.6\n"
+     "ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate 1.2GB memory on GPU 0\n",
+     None, "PYTORCH_CUDA_ALLOC_CONF"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+     "23.69 GiB of which 9.81 MiB is free.\n", "PYTORCH_CUDA_ALLOC_CONF", "XLA_PYTHON_CLIENT_PREALLOCATE"),
+])
+def test_the_oom_fix_speaks_of_the_framework_the_log_shows(log, framework_step, absent):
+    """One OOM entry for torch, Paddle and JAX: the allocator step is the one of the framework the log shows."""
+    _, report = diagnose_json(log)
+    match = report["matches"][0]
+    assert match["id"] == "cuda.oom"
+    steps = " ".join(match["fix"]["steps"])
+    if framework_step:
+        assert framework_step in steps, steps
+    assert absent not in steps, steps
+
+
 def test_no_kernel_image_names_compute_capability_and_torch_architectures(tmp_path, fake_env):
     env = fake_env()
     env.add_torch(version="2.5.1+cu124", cuda="12.4", arch_flags="sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90")

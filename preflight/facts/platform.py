@@ -55,7 +55,8 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: boo
     }
     holds["when_not_yolov9"] = not holds["when_yolov9"]
     holds["when_paddle"] = run.get("framework") == "paddle"
-    holds["when_not_paddle"] = not holds["when_paddle"]
+    holds["when_jax"] = run.get("framework") == "jax"
+    holds["when_torch"] = not holds["when_paddle"] and not holds["when_jax"]
     holds.update(when_jetson=jetson, when_not_jetson=not jetson, when_operator=operator,
                  when_slurm=bool(run.get("slurm")), when_bridge_network=run.get("container_network") == "bridge",
                  when_docker_runtime=runtime == "docker", when_crio_runtime=runtime == "cri-o",
