@@ -38,6 +38,7 @@ torchrun).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Dict, List, NamedTuple, Optional
 
@@ -171,6 +172,15 @@ def _fast_anchor(entry: EntryReader, where: str, anchor: str) -> None:
                           "word (a regex can still require what comes before)" % (where, anchor))
 
 
+@functools.lru_cache(maxsize=4096)
+def _compiled(regex: str):
+    """A pattern's regex compiled, and what makes it unsafe ("" when nothing). Kept: the catalog holds more
+    regexes than re's own cache (512), so every load in one process (serve, a test session) compiled them all again."""
+    from preflight.engine.regex_safety import problem
+
+    return re.compile(normalize(regex), re.IGNORECASE), problem(regex)
+
+
 def pattern_from(entry: EntryReader, raw: Any, index: int) -> Pattern:
     """One item of an entry's 'patterns': a literal, or {anchor, regex}."""
     where = "patterns[%d]" % index
@@ -193,12 +203,9 @@ def pattern_from(entry: EntryReader, raw: Any, index: int) -> Pattern:
     if not isinstance(regex, str):
         raise entry.error("%s: 'regex' must be a string" % where)
     try:
-        compiled = re.compile(normalize(regex), re.IGNORECASE)
+        compiled, unsafe = _compiled(regex)
     except (re.error, RecursionError, OverflowError) as exc:
         raise entry.error("%s: %r is not a valid regular expression: %s" % (where, regex, exc))
-    from preflight.engine.regex_safety import problem
-
-    unsafe = problem(regex)
     if unsafe:
         raise entry.error("%s: %r: %s" % (where, regex, unsafe))
     bad = [name for name in compiled.groupindex if not re.match(r"^[a-z][a-z0-9_]*$", name)]

@@ -21,6 +21,7 @@ still show its last error-looking lines.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections import deque
 from typing import BinaryIO, Deque, Dict, List, Optional, Set, Tuple
@@ -128,7 +129,8 @@ def search_key(anchor: bytes) -> bytes:
     return rest if len(rest) >= 3 or anchor[letters[0]] == 92 else anchor
 
 
-def _trie_regex(words: List[bytes]) -> "re.Pattern[bytes]":
+@functools.lru_cache(maxsize=256)  # a scanner of the same catalog, built again in one process, compiles nothing
+def _trie_regex(words: Tuple[bytes, ...]) -> "re.Pattern[bytes]":
     """One regex for many literals, shaped as a trie: at each position only the branches that share the next
     byte are tried (a plain alternation tries every literal at every position whose first byte could start one,
     which for lower-case text is most positions)."""
@@ -158,11 +160,11 @@ class Literals:
 
     def __init__(self, words: List[bytes]) -> None:
         words = sorted(set(words), key=len, reverse=True)
-        self.regex = _trie_regex(words)
+        self.regex = _trie_regex(tuple(words))
         by_first: Dict[int, List[bytes]] = {}
         for word in words:
             by_first.setdefault(word[0], []).append(word)
-        self.by_first = [_trie_regex(group) for group in by_first.values()]
+        self.by_first = [_trie_regex(tuple(group)) for group in by_first.values()]
         self.firsts = [bytes([first]) for first in by_first]
         self.not_first = bytes(byte for byte in range(256) if byte not in by_first)
 
