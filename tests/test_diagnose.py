@@ -848,3 +848,40 @@ def test_a_heading_is_not_the_last_error_and_a_finding_does_not_explain_its_own_
             "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.\n")
     text = run_cli("diagnose", "-", "--no-facts", stdin=both).stdout
     assert "also explains line 1:" not in text, text
+
+
+# --- code written for a newer torch -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "AttributeError: module 'torch.nn' has no attribute 'Hardswish'",
+    "AttributeError: module 'torch' has no attribute 'compile'",
+    "AttributeError: Can't get attribute 'NonDynamicallyQuantizableLinear' on <module 'torch.nn.modules.linear' from "
+    "'/opt/conda/lib/python3.8/site-packages/torch/nn/modules/linear.py'>",
+])
+def test_a_part_of_torch_the_installed_torch_lacks_asks_for_the_torch_the_code_names(line):
+    _, report = diagnose_json(line + "\n", "--no-facts")
+    first = report["matches"][0]
+    assert first["id"] == "torch.older_than_code", report["matches"]
+    assert "previous-versions" in " ".join(first["fix"]["steps"]), first["fix"]
+    assert first["fix"]["commands"][0].endswith("-c 'import torch; print(torch.__version__, torch.__file__)'")
+
+
+@pytest.mark.parametrize("line", [
+    "AttributeError: module 'torch' has no attribute 'cuda'",        # every torch has it: another torch hides it
+    "AttributeError: module 'torch' has no attribute '__version__'",  # a folder named torch, not a release
+    "AttributeError: module 'torchvision' has no attribute 'disable_beta_transforms_warning'",
+    "AttributeError: 'Tensor' object has no attribute 'astype'",     # numpy's method called on a tensor
+    "AttributeError: Can't get attribute 'DetectionModel' on <module 'models.yolo' from '/content/yolov5/models/yolo.py'>",
+])
+def test_what_is_not_a_newer_torchs_api_is_not_called_one(line):
+    ids, _ = found_ids(line + "\n")
+    assert "torch.older_than_code" not in ids, ids
+
+
+def test_an_undefined_symbol_the_table_does_not_know_asks_for_a_clean_rebuild():
+    line = ("ImportError: /home/u/YOLOF/cvpods/_C.cpython-37m-x86_64-linux-gnu.so: undefined symbol: "
+            "_Z39tree_filter_refine_backward_edge_weightRKN2at6TensorES2_S2_")
+    _, report = diagnose_json(line + "\n", "--no-facts")
+    first = report["matches"][0]
+    assert first["key"].startswith("extension.undefined_symbol/_Z39tree_filter"), first["key"]
+    assert "clean build folder" in first["fix"]["steps"][0], first["fix"]
