@@ -885,3 +885,13 @@ def test_an_undefined_symbol_the_table_does_not_know_asks_for_a_clean_rebuild():
     first = report["matches"][0]
     assert first["key"].startswith("extension.undefined_symbol/_Z39tree_filter"), first["key"]
     assert "clean build folder" in first["fix"]["steps"][0], first["fix"]
+
+
+def test_torch_04s_warning_about_a_0_dim_index_is_not_a_failure_and_later_torchs_error_is():
+    warned = ("main.py:48: UserWarning: invalid index of a 0-dim tensor. This will be an error in PyTorch 0.5. Use "
+              "tensor.item() to convert a 0-dim tensor to a Python number\n")
+    assert "torch.zero_dim_index" not in found_ids(warned)[0]
+    refused = "IndexError: invalid index of a 0-dim tensor. Use tensor.item() to convert a 0-dim tensor to a Python number\n"
+    _, report = diagnose_json(refused, "--no-facts")
+    assert report["matches"][0]["id"] == "torch.zero_dim_index"
+    assert "loss.item()" in report["matches"][0]["fix"]["steps"][0]
