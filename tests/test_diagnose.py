@@ -895,3 +895,14 @@ def test_torch_04s_warning_about_a_0_dim_index_is_not_a_failure_and_later_torchs
     _, report = diagnose_json(refused, "--no-facts")
     assert report["matches"][0]["id"] == "torch.zero_dim_index"
     assert "loss.item()" in report["matches"][0]["fix"]["steps"][0]
+
+
+def test_yoloxs_occupy_step_comes_first_only_where_the_run_used_it():
+    oom = ("RuntimeError: CUDA out of memory. Tried to allocate 4.53 GiB (GPU 0; 6.00 GiB total capacity; 39.04 MiB "
+           "already allocated; 4.45 GiB free; 64.00 MiB reserved in total by PyTorch)\n")
+    with_o = "python tools/train.py -f exps/example/custom/yolox_s.py -d 1 -b 1 --fp16 -o -c yolox_s.pth\n" + oom
+    without = "python tools/train.py -f exps/example/custom/yolox_s.py -d 1 -b 1 --fp16 -c yolox_s.pth\n" + oom
+    steps = diagnose_json(with_o, "--no-facts")[1]["matches"][0]["fix"]["steps"]
+    assert steps[0].startswith("YOLOX's -o (--occupy) ran") and "Drop -o" in steps[0], steps
+    steps = diagnose_json(without, "--no-facts")[1]["matches"][0]["fix"]["steps"]
+    assert not any("occupy" in step for step in steps), steps

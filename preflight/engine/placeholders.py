@@ -63,7 +63,7 @@ CLUE_VALUES = {
     "distro": "the run's Linux distribution family: rhel, debian or ubuntu (a distribution name, a package tool, a kernel tag)",
     "wsl": "yes when the run was under WSL2 (its kernel, /usr/lib/wsl)",
     "managed": "a hosted notebook whose driver the user cannot change: colab, kaggle or aistudio",
-    "yolo": "the YOLO code that ran: yolov9, yolov5, yolov7 or ultralytics (its scripts, banner, paths)",
+    "yolo": "the YOLO code that ran: yolov9, yolov5, yolov7, ultralytics or yolox (its scripts, banner, paths)",
     "host": "the run's host name (a shell prompt, NCCL's host:pid:tid lines)",
     "program": "the script the run started (its command line, or a traceback's first frame)",
     "site_packages": "the run's site-packages folder (traceback paths)",
@@ -85,6 +85,7 @@ CLUE_VALUES = {
     "container_network": "bridge when NCCL's ranks ran in Docker's bridge network (an address of 172.17-172.19.x.x on NCCL's interface)",
     "container_runtime": "the node's container runtime: docker, containerd or cri-o (kubectl describe node, a container ID's prefix)",
     "cuda_allocator": "cudaMallocAsync when the run's torch allocates with it (ComfyUI's device line and default, PYTORCH_CUDA_ALLOC_CONF)",
+    "yolox_occupy": "yes when YOLOX's -o (--occupy) preallocation ran (its tools/train.py command line, occupy_mem in a traceback)",
 }
 # Markers a fix line can carry so that it shows only where it applies: each is "" (shown) or unknown (the line is
 # left out). Computed from a log's clues and this machine's facts (facts.platform): by diagnose, and by check
@@ -102,6 +103,7 @@ FIX_CONDITIONS = {
     "when_managed": "the run was in a hosted notebook (Colab, Kaggle, AI Studio): the driver is the platform's",
     "when_yolov9": "the log is YOLOv9's (its scripts, banner or paths)",
     "when_not_yolov9": "the log is not known to be YOLOv9's",
+    "when_yolox_occupy": "YOLOX ran with -o (--occupy), which reserves most of the GPU's memory in one allocation before training",
     "when_paddle": "the log is PaddlePaddle's (its paths, C++ namespaces or messages)",
     "when_jax": "the log is JAX's (its paths and error types)",
     "when_torch": "the log is not known to be another framework's (PaddlePaddle, JAX)",
