@@ -863,7 +863,7 @@ def test_a_part_of_torch_the_installed_torch_lacks_asks_for_the_torch_the_code_n
     first = report["matches"][0]
     assert first["id"] == "torch.older_than_code", report["matches"]
     assert "previous-versions" in " ".join(first["fix"]["steps"]), first["fix"]
-    assert first["fix"]["commands"][0].endswith("-c 'import torch; print(torch.__version__, torch.__file__)'")
+    assert first["fix"]["commands"][0].endswith(' -c "import torch; print(torch.__version__, torch.__file__)"')
 
 
 @pytest.mark.parametrize("line", [

@@ -174,7 +174,7 @@ def _fast_anchor(entry: EntryReader, where: str, anchor: str) -> None:
 
 @functools.lru_cache(maxsize=4096)
 def _compiled(regex: str):
-    """A pattern's regex compiled, and what makes it unsafe ("" when nothing). Kept: the catalog holds more
+    """A pattern's regex compiled, and what makes it unsafe (None when nothing). Kept: the catalog holds more
     regexes than re's own cache (512), so every load in one process (serve, a test session) compiled them all again."""
     from preflight.engine.regex_safety import problem
 
