@@ -906,3 +906,13 @@ def test_yoloxs_occupy_step_comes_first_only_where_the_run_used_it():
     assert steps[0].startswith("YOLOX's -o (--occupy) ran") and "Drop -o" in steps[0], steps
     steps = diagnose_json(without, "--no-facts")[1]["matches"][0]["fix"]["steps"]
     assert not any("occupy" in step for step in steps), steps
+
+
+def test_a_placeholder_in_a_known_failures_title_is_refused_where_it_is_written(tmp_path):
+    # A known failure's title is shown as written: a {name} there would reach the user as braces.
+    rules = tmp_path / "x.toml"
+    rules.write_text('[[failure]]\nid = "site.boom"\ntitle = "Boom {name}"\n'
+                     'patterns = [{ anchor = "boom ", regex = \'boom (?P<name>\\w{1,9})\' }]\ncause = "x"\nfix = { title = "y" }\n')
+    completed = run_cli("diagnose", "--list", "--rules", str(rules))
+    assert completed.returncode == 2 and "x.toml:1" in completed.stderr and "{name}" in completed.stderr, completed.stderr
+    assert "Traceback" not in completed.stderr

@@ -233,8 +233,8 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) ->
 
     groups = {name for p in patterns if p.regex for name in p.regex.groupindex}
     allowed = all_placeholders() | groups | {RUN_PREFIX + g for g in groups} | set(values) | set(defaults)
-    cause = entry.string("cause", required=True)
-    entry.check_placeholders([cause], set(), "cause (plain words only)")
+    title, cause = entry.string("title", required=True), entry.string("cause", required=True)
+    entry.check_placeholders([title, cause], set(), "title and cause (plain words only: a known failure's are shown as written)")
     context = entry.string_list("context")
     entry.check_placeholders(context, allowed, "context")
     if "fix" not in raw:
@@ -242,7 +242,7 @@ def build_failure(raw: Dict[str, Any], path: str, ruleset: RuleSet, table=()) ->
     fix = entry.fix(raw["fix"], "fix", allowed)
     emitted = emitters.read(entry, raw.get("emitted"))
     examples = entry.string_list("examples") + [emitter.says for emitter in emitted]
-    return Failure(entry.entry_id, entry.string("title", required=True), entry.integer("priority", 0, 100, default=50),
+    return Failure(entry.entry_id, title, entry.integer("priority", 0, 100, default=50),
                    patterns, cause, fix, entry.string_list("rules"), facts, context, entry.string_list("supersedes"),
                    dict(values), dict(defaults), examples, entry.string("source"), path, entry.string_list("only_with"),
                    emitted)
