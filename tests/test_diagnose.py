@@ -574,7 +574,9 @@ def test_the_logs_own_run_fills_the_fix_when_this_machine_is_another():
     assert wanted["wheel_tag"] == "cu128" and "cu128 needs driver 570.26 or newer" in wanted["wheel_note"]
     assert fix["commands"][-1] == "python -m pip install %s --index-url %s" % (wanted["torch_pins"], wanted["index_url"])
     assert any("cu128 needs driver 570.26 or newer" in step for step in fix["steps"])
-    assert fix["steps"][0].startswith("torch 2.5.1+cu124 has no kernels for NVIDIA GeForce RTX 5090 (compute capability 12.0)")
+    # The action comes first (which CUDA each generation needs), then the log's own torch and GPU
+    assert fix["steps"][0].startswith("Install a torch built with a CUDA release that knows this GPU's generation")
+    assert fix["steps"][1].startswith("torch 2.5.1+cu124 has no kernels for NVIDIA GeForce RTX 5090 (compute capability 12.0)")
 
 
 def test_nvidia_smi_in_the_log_gives_the_driver():
@@ -916,3 +918,22 @@ def test_a_placeholder_in_a_known_failures_title_is_refused_where_it_is_written(
     completed = run_cli("diagnose", "--list", "--rules", str(rules))
     assert completed.returncode == 2 and "x.toml:1" in completed.stderr and "{name}" in completed.stderr, completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def test_paddles_older_cudnn_warning_alone_is_not_a_failure_and_beside_a_failed_call_is_the_cause():
+    # Paddle prints the warning at every start where the cuDNN found is an older minor release; such runs often
+    # work (this log is paddle.utils.run_check() passing), so the warning counts only beside a failed cuDNN call.
+    warning = ("W1114 22:57:33.949204    32 device_context.h:397] WARNING: device: 0. The installed Paddle is compiled "
+               "with CUDNN 8.1, but CUDNN version in your machine is 8.0, which may cause serious incompatible bug. "
+               "Please recompile or reinstall Paddle with compatible CUDNN version.\n")
+    ids, _ = found_ids(warning + "PaddlePaddle works well on 1 GPU.\n")
+    assert ids == []
+    ids, _ = found_ids(warning + "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR\n")
+    assert ids[0] == "cudnn.runtime_older" and "cudnn.status_error" not in ids
+
+
+def test_windows_missing_cudnn_entry_point_is_read_in_chinese_across_lines():
+    # Chinese Windows' loader dialog, as a PaddleOCR user typed it: the DLL on the next line
+    ids, _ = found_ids("python.exe- 无法找到入口\n无法定位程序输入点 于动态接库\n"
+                       "D: PaddlePaddleDeepLerning/Anaconda3/envs/paddle/Librany/bin/cudnn_adv_infer64_8.dll 上\n")
+    assert ids[:1] == ["cudnn.version_mismatch"]
