@@ -86,7 +86,7 @@ CLUE_VALUES = {
     "container_runtime": "the node's container runtime: docker, containerd or cri-o (kubectl describe node, a container ID's prefix)",
     "cuda_allocator": "cudaMallocAsync when the run's torch allocates with it (ComfyUI's device line and default, PYTORCH_CUDA_ALLOC_CONF)",
     "yolox_occupy": "yes when YOLOX's -o (--occupy) preallocation ran (its tools/train.py command line, occupy_mem in a traceback)",
-    "cudnn_failed": "yes when a cuDNN call failed (a CUDNN_STATUS_ name other than SUCCESS, a framework's cuDNN error line)",
+    "cudnn_failed": "yes when a cuDNN call failed (a CUDNN_STATUS_ name other than SUCCESS)",
 }
 # Markers a fix line can carry so that it shows only where it applies: each is "" (shown) or unknown (the line is
 # left out). Computed from a log's clues and this machine's facts (facts.platform): by diagnose, and by check
