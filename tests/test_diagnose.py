@@ -937,3 +937,30 @@ def test_windows_missing_cudnn_entry_point_is_read_in_chinese_across_lines():
     ids, _ = found_ids("python.exe- 无法找到入口\n无法定位程序输入点 于动态接库\n"
                        "D: PaddlePaddleDeepLerning/Anaconda3/envs/paddle/Librany/bin/cudnn_adv_infer64_8.dll 上\n")
     assert ids[:1] == ["cudnn.version_mismatch"]
+
+
+def test_an_infiniband_call_refused_for_pinned_memory_starts_with_the_locked_memory_limit():
+    # NCCL's wordings of every release (src/misc/ibvwrap.cc): with the error text from 2.13/2.14, without before,
+    # and NCCL 2.1's WARN without its name in front.
+    for line in ("misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+                 "node08:6561:6561 [0] misc/ibvwrap.cc:280 NCCL WARN Call to ibv_create_qp failed",
+                 "machine [0] misc/ibvwrap.cu:269 WARN Call to ibv_create_qp failed"):
+        found, fix, _ = _fix_of(line + "\nFailed, NCCL error test_nccl.c:99 'unhandled system error'\n")
+        assert found == "nccl.infiniband", (line, found)
+        assert "ulimit -l" in fix["steps"][0] and "--ulimit memlock=-1" in fix["steps"][0], fix
+    # A call that failed for another reason keeps the path first: the limit is not named.
+    _, fix, _ = _fix_of("ai-worker01:5771:5790 [0] ibvwrap.c:160 NCCL WARN Call to ibv_modify_qp failed with error "
+                        "Connection timed out\n")
+    assert not any("memlock" in step for step in fix["steps"]) and fix["steps"][0].startswith("Status 12"), fix
+    found, _, _ = _fix_of("Distributed model training with nccl error：NCCL WARN NET/IB Got completion error 12\n")
+    assert found == "nccl.infiniband", found
+
+
+def test_a_missing_cuda_runtime_names_where_each_platform_gets_it():
+    conda = ('ImportError: libcudart.so.9.0: cannot open shared object file: No such file or directory\n'
+             '> conda install pytorch cuda90 -c pytorch\n')
+    _, fix, _ = _fix_of(conda)
+    assert "cudatoolkit" in fix["steps"][0] and "JetPack" not in fix["steps"][0], fix
+    jetson = "Jetson Nano B01\nImportError: libcudart.so.10.2: cannot open shared object file: No such file or directory\n"
+    _, fix, _ = _fix_of(jetson)
+    assert "JetPack" in fix["steps"][0] and "cudatoolkit" not in fix["steps"][0], fix

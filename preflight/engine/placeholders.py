@@ -32,6 +32,7 @@ LOG_VALUES = {
     "port": "a network port named in the message (the rendezvous port)",
     "dll": "a Windows DLL named in the message",
     "peer": "the address of a peer NCCL could not reach",
+    "pinned_verb": "an InfiniBand call that pins host memory (ibv_reg_mr, ibv_create_qp), which the locked-memory limit refuses",
     "winerror": "a Windows error number (WinError N)",
     "capacity": "the GPU's whole memory as an out-of-memory message states it (12.00 GiB)",
     "omp_dll": "torch's DLL that needs the OpenMP runtime libomp140.x86_64.dll (fbgemm)",
