@@ -964,3 +964,31 @@ def test_a_missing_cuda_runtime_names_where_each_platform_gets_it():
     jetson = "Jetson Nano B01\nImportError: libcudart.so.10.2: cannot open shared object file: No such file or directory\n"
     _, fix, _ = _fix_of(jetson)
     assert "JetPack" in fix["steps"][0] and "cudatoolkit" not in fix["steps"][0], fix
+
+
+def test_onnxruntime_s_linux_provider_error_is_its_own_failure_and_names_the_library_it_lacks():
+    log = ("[E:onnxruntime:Default, provider_bridge_ort.cc:1548 TryGetProviderInfo_CUDA] [ONNXRuntimeError] : 1 : FAIL : "
+           "Failed to load library libonnxruntime_providers_cuda.so with error: libcublasLt.so.11: cannot open shared "
+           "object file: No such file or directory\n")
+    ids, _ = found_ids(log)
+    assert ids == ["onnxruntime.cuda_provider_failed"], ids  # not the shared-library family on the same line
+    _, report = diagnose_json(log, "--no-facts")
+    assert any("libcublasLt.so.11" in line for line in report["matches"][0]["context"]), report["matches"][0]
+
+
+def test_a_certificate_failure_of_yolo_s_font_download_says_to_place_the_font():
+    log = ("Downloading https://ultralytics.com/assets/Arial.ttf to /root/.config/Ultralytics/Arial.ttf...\n"
+           "urllib.error.URLError: <urlopen error [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+           "certificate has expired (_ssl.c:1006)>\n")
+    found, fix, _ = _fix_of(log)
+    assert found == "network.certificate" and "Arial.ttf" in fix["steps"][0], fix
+    _, fix, _ = _fix_of("urllib.error.URLError: <urlopen error [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify "
+                        "failed: self signed certificate in certificate chain (_ssl.c:1129)>\n")
+    assert not any("Arial" in step for step in fix["steps"]), fix
+
+
+def test_a_windows_conda_path_in_lower_case_is_windows():
+    log = ("RuntimeError: Distributed package doesn't have NCCL built in\nERROR:torch.distributed.elastic.multiprocessing"
+           ".api:failed (exitcode: 1) local_rank: 0 (pid: 27316) of binary: C:\\anaconda\\envs\\clip\\python.exe\n")
+    _, fix, _ = _fix_of(log)
+    assert "gloo" in fix["steps"][0] and not any(step.startswith("On Linux") for step in fix["steps"]), fix

@@ -65,6 +65,7 @@ CLUE_VALUES = {
     "wsl": "yes when the run was under WSL2 (its kernel, /usr/lib/wsl)",
     "managed": "a hosted notebook whose driver the user cannot change: colab, kaggle or aistudio",
     "yolo": "the YOLO code that ran: yolov9, yolov5, yolov7, ultralytics or yolox (its scripts, banner, paths)",
+    "font": "the plot font a YOLO trainer downloaded (Arial.ttf, Arial.Unicode.ttf)",
     "host": "the run's host name (a shell prompt, NCCL's host:pid:tid lines)",
     "program": "the script the run started (its command line, or a traceback's first frame)",
     "site_packages": "the run's site-packages folder (traceback paths)",
