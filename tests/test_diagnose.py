@@ -992,3 +992,20 @@ def test_a_windows_conda_path_in_lower_case_is_windows():
            ".api:failed (exitcode: 1) local_rank: 0 (pid: 27316) of binary: C:\\anaconda\\envs\\clip\\python.exe\n")
     _, fix, _ = _fix_of(log)
     assert "gloo" in fix["steps"][0] and not any(step.startswith("On Linux") for step in fix["steps"]), fix
+
+
+def test_a_cuda_requirement_error_names_the_log_s_driver_and_the_platform_s_way_to_update_it():
+    log = ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver to a "
+           "newer version, or use an earlier cuda container\n(base) PS C:\\projects\\PETRIC2> nvidia-smi.exe\n"
+           "| NVIDIA-SMI 551.78                 Driver Version: 551.78         CUDA Version: 12.4     |\n")
+    found, fix, _ = _fix_of(log)
+    assert found == "container.requirement_unsatisfied", found
+    assert "551.78" in fix["steps"][0] and "12.4" in fix["steps"][0], fix
+    assert "Docker Desktop" in fix["steps"][1], fix
+    _, fix, _ = _fix_of(log.splitlines()[0] + "\n")
+    assert not any("Docker Desktop" in step for step in fix["steps"]), fix
+
+
+def test_slurm_s_node_configuration_refusal_is_read_where_it_is_quoted():
+    found, _, _ = _fix_of("Cannot submit GPU job - Slurm reports Requested node configuration is not available\n")
+    assert found.startswith("slurm.error"), found
