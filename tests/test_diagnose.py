@@ -1009,3 +1009,21 @@ def test_a_cuda_requirement_error_names_the_log_s_driver_and_the_platform_s_way_
 def test_slurm_s_node_configuration_refusal_is_read_where_it_is_quoted():
     found, _, _ = _fix_of("Cannot submit GPU job - Slurm reports Requested node configuration is not available\n")
     assert found.startswith("slurm.error"), found
+
+
+def test_apex_s_cuda_check_and_old_bitsandbytes_setups_are_read_in_their_own_words():
+    apex = ("RuntimeError: Cuda extensions are being compiled with a version of Cuda that does not match the version "
+            "used to compile Pytorch binaries.  Pytorch binaries were compiled with Cuda 12.1.\n")
+    found, fix, _ = _fix_of(apex)
+    assert found == "extension.cuda_version_mismatch" and "apex" in fix["steps"][0], fix
+    _, fix, _ = _fix_of("RuntimeError: The detected CUDA version (12.2) mismatches the version that was used to "
+                        "compile PyTorch (11.8). Please make sure to use the same CUDA versions.\n")
+    assert not any("apex" in step for step in fix["steps"]), fix
+    for log in ("CUDA SETUP: Required library version not found: libbitsandbytes_cuda118.so. Maybe you need to "
+                "compile it from source?\nCUDA SETUP: Defaulting to libbitsandbytes_cpu.so...\n",
+                "bin E:\\Miniconda3\\envs\\AI002\\lib\\site-packages\\bitsandbytes\\libbitsandbytes_cpu.so\n"):
+        found, _, _ = _fix_of(log)
+        assert found == "bitsandbytes.cuda_setup_failed", (log, found)
+    # On Linux the CPU library alone is what a machine without a GPU is meant to load: no finding.
+    ids, _ = found_ids("bin /opt/venv/lib/python3.10/site-packages/bitsandbytes/libbitsandbytes_cpu.so\n")
+    assert ids == [], ids
