@@ -1027,3 +1027,10 @@ def test_apex_s_cuda_check_and_old_bitsandbytes_setups_are_read_in_their_own_wor
     # On Linux the CPU library alone is what a machine without a GPU is meant to load: no finding.
     ids, _ = found_ids("bin /opt/venv/lib/python3.10/site-packages/bitsandbytes/libbitsandbytes_cpu.so\n")
     assert ids == [], ids
+
+
+def test_torch_compile_s_too_old_gpu_is_read_when_the_message_is_cut_before_the_capability():
+    found, _, _ = _fix_of("RuntimeError: Found Tesla P100-SXM2-16GB which is too old to be supported by the triton GPU "
+                          "compiler, which is used as the backend. Triton only supports devices of CUDA Capability "
+                          ">= 7.0, but y\n")
+    assert found == "torch.compile_gpu_too_old", found
