@@ -976,15 +976,22 @@ def test_onnxruntime_s_linux_provider_error_is_its_own_failure_and_names_the_lib
     assert any("libcublasLt.so.11" in line for line in report["matches"][0]["context"]), report["matches"][0]
 
 
+def _step_only_where_the_log_shows_it(log, failure, words, log_without, step=0):
+    """A fix step that follows what the log shows: ``words`` in step ``step`` of ``failure``'s fix for ``log``,
+    and in no step for ``log_without``, the same failure without that sign."""
+    found, fix, _ = _fix_of(log)
+    assert found == failure and words in fix["steps"][step], (found, fix)
+    found, plain, _ = _fix_of(log_without)
+    assert found == failure and not any(words in line for line in plain["steps"]), (found, plain)
+    return fix
+
+
 def test_a_certificate_failure_of_yolo_s_font_download_says_to_place_the_font():
     log = ("Downloading https://ultralytics.com/assets/Arial.ttf to /root/.config/Ultralytics/Arial.ttf...\n"
            "urllib.error.URLError: <urlopen error [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
            "certificate has expired (_ssl.c:1006)>\n")
-    found, fix, _ = _fix_of(log)
-    assert found == "network.certificate" and "Arial.ttf" in fix["steps"][0], fix
-    _, fix, _ = _fix_of("urllib.error.URLError: <urlopen error [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify "
-                        "failed: self signed certificate in certificate chain (_ssl.c:1129)>\n")
-    assert not any("Arial" in step for step in fix["steps"]), fix
+    _step_only_where_the_log_shows_it(log, "network.certificate", "Arial.ttf",
+                                      log.split("\n", 1)[1])
 
 
 def test_a_windows_conda_path_in_lower_case_is_windows():
@@ -998,12 +1005,9 @@ def test_a_cuda_requirement_error_names_the_log_s_driver_and_the_platform_s_way_
     log = ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver to a "
            "newer version, or use an earlier cuda container\n(base) PS C:\\projects\\PETRIC2> nvidia-smi.exe\n"
            "| NVIDIA-SMI 551.78                 Driver Version: 551.78         CUDA Version: 12.4     |\n")
-    found, fix, _ = _fix_of(log)
-    assert found == "container.requirement_unsatisfied", found
+    fix = _step_only_where_the_log_shows_it(log, "container.requirement_unsatisfied", "Docker Desktop",
+                                            log.splitlines()[0] + "\n", step=1)
     assert "551.78" in fix["steps"][0] and "12.4" in fix["steps"][0], fix
-    assert "Docker Desktop" in fix["steps"][1], fix
-    _, fix, _ = _fix_of(log.splitlines()[0] + "\n")
-    assert not any("Docker Desktop" in step for step in fix["steps"]), fix
 
 
 def test_slurm_s_node_configuration_refusal_is_read_where_it_is_quoted():
@@ -1014,11 +1018,9 @@ def test_slurm_s_node_configuration_refusal_is_read_where_it_is_quoted():
 def test_apex_s_cuda_check_and_old_bitsandbytes_setups_are_read_in_their_own_words():
     apex = ("RuntimeError: Cuda extensions are being compiled with a version of Cuda that does not match the version "
             "used to compile Pytorch binaries.  Pytorch binaries were compiled with Cuda 12.1.\n")
-    found, fix, _ = _fix_of(apex)
-    assert found == "extension.cuda_version_mismatch" and "apex" in fix["steps"][0], fix
-    _, fix, _ = _fix_of("RuntimeError: The detected CUDA version (12.2) mismatches the version that was used to "
-                        "compile PyTorch (11.8). Please make sure to use the same CUDA versions.\n")
-    assert not any("apex" in step for step in fix["steps"]), fix
+    _step_only_where_the_log_shows_it(apex, "extension.cuda_version_mismatch", "apex",
+                                      "RuntimeError: The detected CUDA version (12.2) mismatches the version that was "
+                                      "used to compile PyTorch (11.8). Please make sure to use the same CUDA versions.\n")
     for log in ("CUDA SETUP: Required library version not found: libbitsandbytes_cuda118.so. Maybe you need to "
                 "compile it from source?\nCUDA SETUP: Defaulting to libbitsandbytes_cpu.so...\n",
                 "bin E:\\Miniconda3\\envs\\AI002\\lib\\site-packages\\bitsandbytes\\libbitsandbytes_cpu.so\n"):
