@@ -42,6 +42,7 @@ ENVIRONMENTS = {
                                               "nvml.cuda_driver_version": "12.2"}},
     "torch.cpu_build": {"torch.cuda": CPU_TORCH},
     "torch.cpu_only_run": {"torch.cuda": CPU_TORCH},
+    "torch.cuda_on_macos": {"torch.cuda": CPU_TORCH},
     "nvidia.no_driver": {"nvml.init": NO_LIBRARY},
     "nvml.driver_library_mismatch": {"nvml.init": {"nvml.init.status": "driver_library_mismatch"}},
     "nvml.unknown_error": {"nvml.init": {"nvml.init.status": "other", "nvml.init.error": "Unknown",

@@ -1036,3 +1036,40 @@ def test_torch_compile_s_too_old_gpu_is_read_when_the_message_is_cut_before_the_
                           "compiler, which is used as the backend. Triton only supports devices of CUDA Capability "
                           ">= 7.0, but y\n")
     assert found == "torch.compile_gpu_too_old", found
+
+
+def test_cuda_asked_for_on_a_mac_says_to_use_mps_or_cpu_not_a_cuda_wheel():
+    """PyTorch builds no CUDA torch for macOS: there the fix is the Mac's own device, never a CUDA index."""
+    error = "    raise AssertionError(\"Torch not compiled with CUDA enabled\")\nAssertionError: Torch not compiled with CUDA enabled\n"
+    mac = '  File "/Users/ana/ComfyUI/.venv/lib/python3.12/site-packages/torch/cuda/__init__.py", line 403, in _lazy_init\n'
+    found, fix, _ = _fix_of(mac + error)
+    assert found == "torch.cuda_on_macos" and "mps" in fix["steps"][0], (found, fix)
+    assert not any("index-url" in command or "download.pytorch.org" in command for command in fix["commands"]), fix
+    # The same home folder on Windows (a drive letter before it) is not a Mac: there a CUDA build is the fix.
+    windows = '  File "C:/Users/ana/ComfyUI/venv/lib/site-packages/torch/cuda/__init__.py", line 403, in _lazy_init\n'
+    found, fix, _ = _fix_of(windows + error)
+    assert found == "torch.cpu_build" and fix["steps"][0].startswith("Reinstall torch"), (found, fix)
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: CUDA error: no kernel image is available for execution on the driver, when use pytorch 1.7",
+    "报错 cuda runtime error（209）:no kernel image is available foe execution on the device.",
+])
+def test_no_kernel_image_is_read_when_the_thread_retypes_its_end(line):
+    found, _, _ = _fix_of(line + "\n")
+    assert found == "torch.no_kernel_image", found
+
+
+def test_a_notebook_s_out_of_memory_header_is_the_out_of_memory():
+    """IPython prints the exception's class alone above the frames; the message may be cut off below them."""
+    found, _, _ = _fix_of("OutOfMemoryError                          Traceback (most recent call last)\n"
+                          "Cell In[7], line 8\n----> 8 model.train(data='data.yaml', epochs=100, batch=1)\n")
+    assert found == "cuda.oom", found
+
+
+def test_yolov7_s_out_of_memory_starts_with_its_ota_loss():
+    """YOLOv7's default loss holds memory that grows with the labels; its author's advice is loss_ota: 0."""
+    log = ("python train_aux.py --device 0 --batch-size 6 --cfg cfg/training/yolov7-w6.yaml --hyp data/hyp.scratch.p6.yaml\n"
+           "RuntimeError: CUDA out of memory. Tried to allocate 3.23 GiB (GPU 1; 39.44 GiB total capacity; 33.79 GiB "
+           "already allocated; 1.01 GiB free; 36.79 GiB reserved in total by PyTorch)\n")
+    _step_only_where_the_log_shows_it(log, "cuda.oom", "loss_ota: 0", log.split("\n", 1)[1])

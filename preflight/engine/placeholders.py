@@ -106,6 +106,7 @@ FIX_CONDITIONS = {
     "when_managed": "the run was in a hosted notebook (Colab, Kaggle, AI Studio): the driver is the platform's",
     "when_yolov9": "the log is YOLOv9's (its scripts, banner or paths)",
     "when_not_yolov9": "the log is not known to be YOLOv9's",
+    "when_yolov7": "the log is YOLOv7's (its configs, trainers, hyp files or OTA loss)",
     "when_yolox_occupy": "YOLOX ran with -o (--occupy), which reserves most of the GPU's memory in one allocation before training",
     "when_paddle": "the log is PaddlePaddle's (its paths, C++ namespaces or messages)",
     "when_jax": "the log is JAX's (its paths and error types)",

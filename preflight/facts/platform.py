@@ -54,6 +54,7 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: boo
         "when_yolov9": yolo == "yolov9" or (not from_log and not yolo and not run.get("program")),
     }
     holds["when_not_yolov9"] = not holds["when_yolov9"]
+    holds["when_yolov7"] = yolo == "yolov7"
     holds["when_yolox_occupy"] = run.get("yolox_occupy") == "yes"
     holds["when_paddle"] = run.get("framework") == "paddle"
     holds["when_jax"] = run.get("framework") == "jax"
