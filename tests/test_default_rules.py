@@ -706,3 +706,12 @@ def test_a_gpu_without_a_name_is_named_once_by_its_index(tmp_path):
     failed = [r for r in report["results"] if r["status"] == "fail"][0]
     assert failed["fix"]["steps"][0].startswith("GPU 1: "), failed["fix"]["steps"]
     assert "(GPU 1)" not in json.dumps(report)
+
+
+def test_check_s_driver_fix_never_speaks_of_a_missing_driver(fake_env):
+    """check knows the driver it failed: the no-driver cases are diagnose's alone."""
+    env = fake_env()
+    env.add_torch(version="2.5.0+cu130", cuda="13.0")
+    compat = one(check("--select", "cuda.compat", "--python", env.python, fixture=RTX3060), "cuda.compat")
+    assert compat["status"] == "fail" and not any("--gpus all" in step for step in compat["fix"]["steps"]), compat
+

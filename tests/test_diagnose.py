@@ -1073,3 +1073,29 @@ def test_yolov7_s_out_of_memory_starts_with_its_ota_loss():
            "RuntimeError: CUDA out of memory. Tried to allocate 3.23 GiB (GPU 1; 39.44 GiB total capacity; 33.79 GiB "
            "already allocated; 1.01 GiB free; 36.79 GiB reserved in total by PyTorch)\n")
     _step_only_where_the_log_shows_it(log, "cuda.oom", "loss_ota: 0", log.split("\n", 1)[1])
+
+
+def test_insufficient_driver_without_a_driver_in_sight_names_the_no_driver_cases():
+    """CUDA's runtime says 'driver version is insufficient' also where it finds no driver at all (no NVIDIA GPU, a
+    container started without the GPU runtime); said only where neither the log nor the machine shows a driver."""
+    error = "RuntimeError: CUDA driver version is insufficient for CUDA runtime version\n"
+    found, fix, _ = _fix_of(error)
+    assert found == "cuda.driver_too_old" and any("--gpus all" in step for step in fix["steps"]), fix
+    shown = ("| NVIDIA-SMI 418.39       Driver Version: 418.39       CUDA Version: 10.1     |\n" + error)
+    found, fix, _ = _fix_of(shown)
+    assert found == "cuda.driver_too_old" and not any("--gpus all" in step for step in fix["steps"]), fix
+
+
+def test_an_akmods_driver_on_fedora_is_rebuilt_with_akmods_not_dkms():
+    log = ("nvidia-smi fails on Fedora 43 despite akmod-nvidia and CUDA driver packages being installed\n"
+           "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
+           "NVIDIA driver is installed and running.\n")
+    fix = _step_only_where_the_log_shows_it(log, "nvidia.smi_no_driver", "akmods --force", log.split("\n", 1)[1])
+    assert not any("dkms" in line for line in fix["steps"] + fix["commands"]), fix
+
+
+def test_a_fedora_kernel_tag_is_a_dnf_system():
+    found, fix, _ = _fix_of("Kernel: Linux 6.17.10-300.fc43.x86_64\n"
+                            "ImportError: libGL.so.1: cannot open shared object file: No such file or directory\n")
+    assert found == "opencv.libgl" and any(c.startswith("sudo yum") for c in fix["commands"]), fix
+    assert not any("apt-get" in c for c in fix["commands"]), fix

@@ -64,6 +64,11 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: boo
                  when_docker_runtime=runtime == "docker", when_crio_runtime=runtime == "cri-o",
                  when_containerd_runtime=runtime not in ("docker", "cri-o"))
     holds["when_python_32bit"] = run.get("python_bits") == "32"
+    holds["when_akmods"] = run.get("driver_build") == "akmods"
+    holds["when_not_akmods"] = not holds["when_akmods"]
+    # CUDA's "driver version is insufficient" is also what its runtime says where it finds no driver at all.
+    holds["when_no_driver_seen"] = (from_log and not run.get("driver_version") and not run.get("driver_cuda")
+                                    and not _machine_has_driver(facts))
     holds["when_request_may_fit"] = True  # diagnose turns it round for a message that says otherwise
     # A driver/library mismatch has two directions: libraries newer than the loaded module (an upgrade awaiting a
     # reboot, or a module that was never built for this kernel) or older (held-back or image-shipped libraries).
@@ -87,6 +92,17 @@ def _machine_gpus(facts: Optional[SnapshotView]):
     if (nvml.get("init") or {}).get("status") not in ("ok", None) and not nvml.get("gpus"):
         return None  # no driver: a GPU may still be there
     return list(inventory.machine_gpus(facts.snapshot))
+
+
+def _machine_has_driver(facts: Optional[SnapshotView]) -> bool:
+    """Whether this machine's facts show a working NVIDIA driver (NVML started)."""
+    if facts is None:
+        return False
+    try:
+        nvml = facts.section("nvml")
+    except Unknown:
+        return False
+    return (nvml.get("init") or {}).get("status") == "ok"
 
 
 def _compare(first: Optional[str], second: Optional[str]) -> Optional[int]:
