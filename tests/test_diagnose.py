@@ -1099,3 +1099,27 @@ def test_a_fedora_kernel_tag_is_a_dnf_system():
                             "ImportError: libGL.so.1: cannot open shared object file: No such file or directory\n")
     assert found == "opencv.libgl" and any(c.startswith("sudo yum") for c in fix["commands"]), fix
     assert not any("apt-get" in c for c in fix["commands"]), fix
+
+
+@pytest.mark.parametrize("name, instead", [("warnings", "import warnings"), ("typeDict", "np.sctypeDict")])
+def test_numpy_1_24_s_removals_beyond_the_aliases_are_read(name, instead):
+    """NumPy 1.24 deleted np.warnings ('del sys, warnings') and the deprecated np.typeDict (numpy/__init__.py)."""
+    found, fix, _ = _fix_of("AttributeError: module 'numpy' has no attribute '%s'\n" % name)
+    assert found == "python.api_removed" and name in fix["title"] and instead in fix["steps"][0], (found, fix)
+    assert any("numpy<1.24" in command for command in fix["commands"]), fix
+
+
+def test_pip_s_list_of_releases_skipped_for_their_python_is_the_python_requirement():
+    found, fix, _ = _fix_of("ERROR: Ignored the following versions that require a different python version: 1.22.0 "
+                            "Requires-Python >=3.8; 1.22.1 Requires-Python >=3.8\n"
+                            "ERROR: Could not find a version that satisfies the requirement numpy==1.22.0\n")
+    assert found == "pip.requires_python" and ">=3.8" in fix["steps"][0], (found, fix)
+
+
+def test_yolo_s_requirement_autoupdate_failure_says_to_use_the_job_s_own_pip():
+    found, fix, report = _fix_of("requirements: YOLOv5 requirements \"gitpython>=3.1.30\" not found, attempting "
+                                 "AutoUpdate...\n'pip' is not recognized as an internal or external command,\n"
+                                 "requirements:  Command 'pip install \"gitpython>=3.1.30\"  ' returned non-zero exit "
+                                 "status 1.\n")
+    assert found == "yolo.requirements_autoupdate_failed" and "python -m pip install" in fix["steps"][0], fix
+    assert "gitpython>=3.1.30" in fix["steps"][0], fix
