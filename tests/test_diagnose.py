@@ -1123,3 +1123,47 @@ def test_yolo_s_requirement_autoupdate_failure_says_to_use_the_job_s_own_pip():
                                  "status 1.\n")
     assert found == "yolo.requirements_autoupdate_failed" and "python -m pip install" in fix["steps"][0], fix
     assert "gitpython>=3.1.30" in fix["steps"][0], fix
+
+
+@pytest.mark.parametrize("line", [
+    "torch.cuda.is_available() returns false",
+    "print(torch.cuda.is_available()) returned False on the server",
+    "import torch正常，torch.cuda.is_available()返回False怎么办",
+    "torch.cuda.is_available()=false",
+    "after installing, torch.cuda.is_available() and I get False",
+])
+def test_a_thread_saying_cuda_is_not_available_is_read(line):
+    ids, _ = found_ids(line + "\n")
+    assert ids == ["torch.cuda_unavailable"], (line, ids)
+
+
+@pytest.mark.parametrize("line", [
+    "if torch.cuda.is_available() == False:",
+    "When torch.cuda.is_available() returns False the script falls back to the CPU.",
+    "assert torch.cuda.is_available() is not False",
+])
+def test_code_or_a_condition_about_cuda_is_not_a_report_of_it(line):
+    ids, _ = found_ids(line + "\n")
+    assert ids == [], (line, ids)
+
+
+def test_torch_s_own_checkpoint_message_is_not_read_as_a_cuda_report():
+    ids, _ = found_ids("RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() "
+                       "is False. If you are running on a CPU-only machine, please use torch.load with "
+                       "map_location=torch.device('cpu') to map your storages to the CPU.\n")
+    assert ids == ["torch.cuda_checkpoint_on_cpu"], ids
+
+
+def test_a_platform_written_in_lower_case_still_shapes_the_fix():
+    """Clues are read case-blind in the forgiving pass: 'jetson nano', 'Jetpack 4.4' as threads write them."""
+    found, fix, _ = _fix_of("I installed torch on my jetson nano(Jetpack 4.4), but cuda.is_available() returns false\n")
+    assert found == "torch.cuda_unavailable" and "JetPack" in fix["steps"][0], fix
+    assert not any(command.startswith("nvidia-smi") for command in fix["commands"]), fix
+
+
+def test_collect_env_s_cpu_build_is_the_cause_only_where_a_gpu_was_wanted():
+    report = "PyTorch version: 1.12.1\nCUDA used to build PyTorch: Could not collect\n"
+    ids, _ = found_ids(report)
+    assert ids == [], ids
+    found, _, _ = _fix_of(report + "torch.cuda.is_available() returns False\n")
+    assert found == "torch.cpu_only_run", found

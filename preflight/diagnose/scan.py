@@ -190,7 +190,8 @@ class Literals:
 class Scanner:
     """The whole log is searched for the anchors as written (case-sensitive, raw bytes: fast); its last
     TAIL_BYTES again, forgivingly: case ignored, typographic quotes and markdown normalized, and lines joined
-    where a terminal or a forum wrapped a message (see _search_tail)."""
+    where a terminal or a forum wrapped a message (see _search_tail). Clues are read in both passes: a thread
+    writes "jetson nano" or "Jetpack 4.4" as often as the board's own spelling."""
 
     def __init__(self, failures: List[Failure], clues: List[Clue] = ()) -> None:
         self.by_anchor: Dict[bytes, List[Tuple[object, object]]] = {}
@@ -198,8 +199,7 @@ class Scanner:
         for entry in list(failures) + list(clues):
             for pattern in entry.patterns:
                 self.by_anchor.setdefault(search_key(pattern.anchor.encode("utf-8")), []).append((entry, pattern))
-                if not isinstance(entry, Clue):
-                    self.by_key.setdefault(pattern.key.encode("utf-8"), []).append((entry, pattern))
+                self.by_key.setdefault(pattern.key.encode("utf-8"), []).append((entry, pattern))
         self.keys = Literals(list(self.by_key)) if self.by_key else None
         self.anchors = Literals(list(self.by_anchor)) if self.by_anchor else None
         self.overlap = max((len(a) for a in self.by_anchor), default=1)
@@ -315,7 +315,8 @@ class Scanner:
                 places.setdefault(key, deque(maxlen=TAIL_TRIES)).append((start, stop, original))
             for key, tried in places.items():
                 for start, stop, original in tried:
-                    candidates = [c for c in self.by_key[key] if c[0].id not in result.hits or _is_family(c[0])]
+                    candidates = [c for c in self.by_key[key]
+                                  if (c[0].id not in result.hits or _is_family(c[0])) and c[0].id not in result.clues]
                     if not candidates:
                         break
                     window = clean(joined[start:stop])
@@ -325,7 +326,11 @@ class Scanner:
                         groups = pattern.match(window)
                         if groups is None:
                             continue
-                        if _is_family(failure):
+                        if isinstance(failure, Clue):  # what the exact pass read stands; this only adds to it
+                            result.clues.add(failure.id)
+                            for name, value in dict(failure.values, **groups).items():
+                                result.values.setdefault(name, value)
+                        elif _is_family(failure):
                             _family_hit(failure, groups, line, window, result, new_only=True)
                         elif failure.id not in result.hits:
                             result.hits[failure.id] = Hit(failure, line, _shorten(window.strip()), groups)
