@@ -1167,3 +1167,23 @@ def test_collect_env_s_cpu_build_is_the_cause_only_where_a_gpu_was_wanted():
     assert ids == [], ids
     found, _, _ = _fix_of(report + "torch.cuda.is_available() returns False\n")
     assert found == "torch.cpu_only_run", found
+
+
+_NAN_EPOCH = "        1/100      2.51G        nan        nan        nan         24        640: 100%|##########| 8/8\n"
+
+
+def test_nan_losses_on_a_gpu_whose_mixed_precision_breaks_say_to_train_in_fp32():
+    """Ultralytics turns AMP off by name for the GTX 16 series (checks.py check_amp); YOLOv9 keeps it on."""
+    banner = "YOLO 🚀 v0.1-104 Python-3.10.12 torch-2.1.2+cu121 CUDA:0 (NVIDIA GeForce GTX 1650, 3912MiB)\n"
+    found, fix, _ = _fix_of(banner + _NAN_EPOCH)
+    assert found == "training.nan_loss" and "check_amp" in fix["steps"][0] and "amp=False" in fix["steps"][0], fix
+
+
+def test_nan_losses_elsewhere_are_the_training_s_own():
+    ids, _ = found_ids("YOLO 🚀 v0.1-104 Python-3.10.12 torch-2.1.2+cu121 CUDA:0 (NVIDIA GeForce RTX 3090, 24260MiB)\n"
+                       + _NAN_EPOCH)
+    assert ids == [], ids
+    # Ultralytics' own warning names NaN losses as what it prevents: that is the AMP check, not NaN losses.
+    found, _, _ = _fix_of("AMP: checks failed ❌. AMP training on NVIDIA GeForce GTX 1650 GPU may cause NaN losses or "
+                          "zero-mAP results, so AMP will be disabled during training.\n")
+    assert found == "yolov9.amp_check_failed", found

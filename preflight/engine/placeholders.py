@@ -63,6 +63,8 @@ CLUE_VALUES = {
     "os": "the run's operating system: windows, macos or linux (paths, WinError, a uname line)",
     "distro": "the run's Linux distribution family: rhel (with Fedora), debian or ubuntu (a distribution name, a package tool, a kernel tag)",
     "driver_build": "akmods when the NVIDIA kernel module is built by RPM Fusion's akmod-nvidia",
+    "amp_unsafe": "yes when the run's GPU is one whose mixed precision gives NaN losses (GTX 16 series, Quadro T400 to T2000, Tesla K40m)",
+    "amp_unsafe_gpu": "that GPU as the log names it",
     "wsl": "yes when the run was under WSL2 (its kernel, /usr/lib/wsl)",
     "managed": "a hosted notebook whose driver the user cannot change: colab, kaggle or aistudio",
     "yolo": "the YOLO code that ran: yolov9, yolov5, yolov7, ultralytics or yolox (its scripts, banner, paths)",
