@@ -1187,3 +1187,12 @@ def test_nan_losses_elsewhere_are_the_training_s_own():
     found, _, _ = _fix_of("AMP: checks failed ❌. AMP training on NVIDIA GeForce GTX 1650 GPU may cause NaN losses or "
                           "zero-mAP results, so AMP will be disabled during training.\n")
     assert found == "yolov9.amp_check_failed", found
+
+
+def test_an_indented_continuation_and_caffe_s_check_are_read():
+    """A wrapped message whose second line is indented (a RuntimeError's text), and Caffe's glog CUDA_CHECK."""
+    found, _, _ = _fix_of("RuntimeError:\n      The detected CUDA version (11.8) mismatches the version that was used to compile\n"
+                          "      PyTorch (12.4). Please make sure to use the same CUDA versions.\n")
+    assert found == "extension.cuda_version_mismatch", found
+    found, _, _ = _fix_of("Check failed: error == cudaSuccess (2 vs. 0) out of memory.How to deal with it?\n")
+    assert found == "cuda.oom", found
