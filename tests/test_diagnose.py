@@ -1196,3 +1196,14 @@ def test_an_indented_continuation_and_caffe_s_check_are_read():
     assert found == "extension.cuda_version_mismatch", found
     found, _, _ = _fix_of("Check failed: error == cudaSuccess (2 vs. 0) out of memory.How to deal with it?\n")
     assert found == "cuda.oom", found
+
+
+def test_cudnn_8_s_missing_zlibwapi_says_where_it_goes_and_is_a_windows_log():
+    """cuDNN 8.3 to 8.9 on Windows load zlibwapi.dll; the loader's message alone says the run was on Windows."""
+    found, fix, _ = _fix_of("Could not locate zlibwapi.dll. Please make sure it is in your library path!\n")
+    assert found == "cudnn.version_mismatch" and "zlibwapi.dll" in fix["steps"][0] and "64-bit" in fix["steps"][0], fix
+    assert any(command.startswith("where.exe") for command in fix["commands"]), fix
+    assert not any("ldconfig" in command for command in fix["commands"]), fix
+    _, fix, _ = _fix_of("Could not load library zlibwapi.dll. Error code 193. Please verify that the library is built "
+                        "correctly for your processor architecture (32-bit, 64-bit)\n")
+    assert any("193 is a 32-bit DLL" in step for step in fix["steps"]), fix
