@@ -474,10 +474,11 @@ def test_the_search_key_is_the_selective_tail_of_an_anchor(anchor, key):
 
 
 def test_an_anchor_after_punctuation_is_still_found_on_its_line():
-    # Caffe's check: '(2 vs. 0)' is found from 'vs. 0)', then the whole pattern is checked on the line
-    code, report = diagnose_json("F1201 10:02:03.123 45 math.cu:66] Check failed: error == cudaSuccess (2 vs. 0)"
-                                 "  out of memory\n", "--no-facts")
-    assert code == 1 and report["matches"][0]["key"] == "cuda.runtime_error/cudaErrorMemoryAllocation", report
+    # Caffe's check: '(46 vs. 0)' is found from 'vs. 0)', then the whole pattern is checked on the line (its
+    # out-of-memory, '(2 vs. 0)', is cuda.oom's own pattern)
+    code, report = diagnose_json("F1201 10:02:03.123 45 math.cu:66] Check failed: error == cudaSuccess (46 vs. 0)"
+                                 "  all CUDA-capable devices are busy or unavailable\n", "--no-facts")
+    assert code == 1 and report["matches"][0]["key"] == "cuda.runtime_error/cudaErrorDevicesUnavailable", report
 
 
 def test_the_docs_document_diagnose_with_a_worked_example():
@@ -1207,3 +1208,17 @@ def test_cudnn_8_s_missing_zlibwapi_says_where_it_goes_and_is_a_windows_log():
     _, fix, _ = _fix_of("Could not load library zlibwapi.dll. Error code 193. Please verify that the library is built "
                         "correctly for your processor architecture (32-bit, 64-bit)\n")
     assert any("193 is a 32-bit DLL" in step for step in fix["steps"]), fix
+
+
+@pytest.mark.parametrize("line", [
+    "error: (-217) all CUDA-capable devices are busy or unavailable in function setDevice",
+    "it is cancelled with an \"Error selecting compatible GPU all CUDA-capable devices are busy or unavailable\"",
+])
+def test_busy_or_unavailable_gpus_are_read_in_opencv_s_words_and_alone(line):
+    _, _, report = _fix_of(line + "\n")
+    assert report["matches"][0]["key"] == "cuda.runtime_error/cudaErrorDevicesUnavailable", report["matches"][0]
+
+
+def test_a_binding_s_bare_cuda_error_unknown_is_cuda_s_failed_start():
+    found, fix, _ = _fix_of("panic: CUDA_ERROR_UNKNOWN\n\ngoroutine 1 [running, locked to thread]:\n")
+    assert found == "cuda.unknown_error" and "nvidia_uvm" in fix["commands"][0], (found, fix)
