@@ -1222,3 +1222,21 @@ def test_busy_or_unavailable_gpus_are_read_in_opencv_s_words_and_alone(line):
 def test_a_binding_s_bare_cuda_error_unknown_is_cuda_s_failed_start():
     found, fix, _ = _fix_of("panic: CUDA_ERROR_UNKNOWN\n\ngoroutine 1 [running, locked to thread]:\n")
     assert found == "cuda.unknown_error" and "nvidia_uvm" in fix["commands"][0], (found, fix)
+
+
+def test_pip_s_missing_requirements_file_says_to_run_in_the_repository():
+    found, fix, _ = _fix_of("ERROR: Could not open requirements file: [Errno 2] No such file or directory: "
+                            "'requirements.txt'\n")
+    assert found == "pip.requirements_file_missing" and "folder" in fix["steps"][0], (found, fix)
+
+
+@pytest.mark.parametrize("log, expected", [
+    ("AssertionError: CUDA unavailable, invalid device 0 requested\n", "torch.cuda_unavailable"),
+    ("    assert torch.cuda.is_available() and torch.cuda.device_count() >= len(device.replace(',', '')), \\\n",
+     "cuda.invalid_device"),
+    ("_But while running the detection, I check the output of torch.cuda.is_available() which is returning false_\n",
+     "torch.cuda_unavailable"),
+])
+def test_yolo_s_device_checks_are_read_in_each_release_s_words(log, expected):
+    found, _, _ = _fix_of(log)
+    assert found == expected, (log, found)
