@@ -1240,3 +1240,13 @@ def test_pip_s_missing_requirements_file_says_to_run_in_the_repository():
 def test_yolo_s_device_checks_are_read_in_each_release_s_words(log, expected):
     found, _, _ = _fix_of(log)
     assert found == expected, (log, found)
+
+
+def test_docker_desktop_on_windows_gets_its_own_gpu_step_not_the_linux_toolkit():
+    log = ("PS C:\\Users\\me> docker run --gpus all nvidia/cuda:12.2.0-base-ubuntu22.04 nvidia-smi\n"
+           "docker: Error response from daemon: could not select device driver \"\" with capabilities: [[gpu]].\n")
+    found, fix, _ = _fix_of(log)
+    assert found == "docker.no_gpu_runtime" and "Docker Desktop" in fix["steps"][1], fix
+    assert not any("systemctl" in c or "apt-get" in c for c in fix["commands"]), fix
+    found, fix, _ = _fix_of(log.split("\n", 1)[1])
+    assert "nvidia-container-toolkit" in fix["steps"][1] and any("systemctl" in c for c in fix["commands"]), fix
