@@ -1250,3 +1250,18 @@ def test_docker_desktop_on_windows_gets_its_own_gpu_step_not_the_linux_toolkit()
     assert not any("systemctl" in c or "apt-get" in c for c in fix["commands"]), fix
     found, fix, _ = _fix_of(log.split("\n", 1)[1])
     assert "nvidia-container-toolkit" in fix["steps"][1] and any("systemctl" in c for c in fix["commands"]), fix
+
+
+def test_a_gelan_model_in_train_dual_is_told_from_any_other_reshape_error():
+    """utils/loss_tal_dual.py reshapes feats[0].shape[0] images; a single-head model hands it one image's maps, so
+    the batch becomes the head's outputs and both numbers are equal. Only then, and only in YOLOv9's code."""
+    frame = '  File "/content/yolov9/utils/loss_tal_dual.py", line 175, in __call__\n'
+    ids, _ = found_ids(frame + "RuntimeError: shape '[70, 70, -1]' is invalid for input of size 1792000\n")
+    assert ids == ["yolov9.train_dual_on_gelan_model"], ids
+    _, fix, _ = _fix_of(frame + "RuntimeError: shape '[70, 70, -1]' is invalid for input of size 1792000\n")
+    assert fix["commands"][0].split()[1:2] == ["train.py"] and "gelan-c.yaml" in fix["commands"][0], fix
+    # Unequal numbers are some other reshape; equal ones outside YOLOv9 are not this trainer's scripts.
+    ids, _ = found_ids(frame + "RuntimeError: shape '[16, 70, -1]' is invalid for input of size 1792000\n")
+    assert "yolov9.train_dual_on_gelan_model" not in ids, ids
+    ids, _ = found_ids("RuntimeError: shape '[70, 70, -1]' is invalid for input of size 1792000\n")
+    assert "yolov9.train_dual_on_gelan_model" not in ids, ids
