@@ -1265,3 +1265,36 @@ def test_a_gelan_model_in_train_dual_is_told_from_any_other_reshape_error():
     assert "yolov9.train_dual_on_gelan_model" not in ids, ids
     ids, _ = found_ids("RuntimeError: shape '[70, 70, -1]' is invalid for input of size 1792000\n")
     assert "yolov9.train_dual_on_gelan_model" not in ids, ids
+
+
+def test_a_ddp_launcher_with_more_ranks_than_devices_gets_the_nproc_step_first():
+    """YOLOv5's train.py (and YOLOv7's copy) asserts one visible GPU per local rank; select_device has already made
+    only --device's GPUs visible. YOLOX's -d N assertion is the same kind without a launcher: no launcher step."""
+    _, fix, _ = _fix_of("  File \"train.py\", line 543, in <module>\n"
+                        "    assert torch.cuda.device_count() > opt.local_rank\nAssertionError\n")
+    assert fix["steps"][0].startswith("torch.distributed.launch and torchrun start --nproc_per_node"), fix
+    _, fix, _ = _fix_of("AssertionError: insufficient CUDA devices for DDP command\n")
+    assert "--nproc_per_node 2 with --device 0,1" in fix["steps"][0], fix
+    _, fix, _ = _fix_of("    assert num_gpu <= get_num_devices()\nAssertionError\n")
+    assert not any("nproc_per_node" in step for step in fix["steps"]), fix
+
+
+def test_nvidia_smis_mig_column_explains_an_invalid_device():
+    table = ("|   0  NVIDIA A100 80GB PCIe          Off |   00000000:31:00.0 Off |                   On |\n"
+             "| N/A   34C    P0             43W /  300W |      53MiB /  81920MiB |     N/A      Default |\n"
+             "|                                         |                        |              {} |\n")
+    error = "RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED\n"
+    ids, _ = found_ids(error + table.format("Enabled"))
+    assert ids[0] == "cuda.mig_one_instance", ids
+    ids, _ = found_ids(error + table.format("Disabled"))
+    assert ids[0] == "cuda.invalid_device", ids
+    ids, _ = found_ids(table.format("Enabled"))  # MIG alone is no failure
+    assert ids == [], ids
+
+
+def test_yolov5s_loss_columns_named_nan_on_a_gtx_16_retyped_as_rtx():
+    ids, _ = found_ids("when use gpu, datas(box, obj, cls) are nan, while the Labels, P, R, mAP are all zero.\n"
+                       "my gpu is RTX 1650, CUDA 11.4\n")
+    assert ids == ["training.nan_loss"], ids
+    ids, _ = found_ids("when use gpu, datas(box, obj, cls) are nan\nmy gpu is RTX 3060\n")
+    assert ids == [], ids
