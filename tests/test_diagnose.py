@@ -1298,3 +1298,31 @@ def test_yolov5s_loss_columns_named_nan_on_a_gtx_16_retyped_as_rtx():
     assert ids == ["training.nan_loss"], ids
     ids, _ = found_ids("when use gpu, datas(box, obj, cls) are nan\nmy gpu is RTX 3060\n")
     assert ids == [], ids
+
+
+def test_a_labelled_torch_build_missing_from_pypi_is_not_blamed_on_the_python():
+    """pip's 'Ignored the following versions' lists what it skipped for every package it read; when the release
+    asked for is in pip's list and only its +cuXYZ build is not, the index is the cause."""
+    ignored = "ERROR: Ignored the following versions that require a different python version: 1.25.0 Requires-Python >=3.9\n"
+    found = ("ERROR: Could not find a version that satisfies the requirement torch==1.8.1+cu111 "
+             "(from versions: 1.7.1, 1.8.0, 1.8.1, 1.9.0)\n")
+    ids, _ = found_ids(ignored + found)
+    assert ids[0] == "pip.pytorch_build_not_on_index" and "pip.requires_python" not in ids, ids
+    _, fix, _ = _fix_of(ignored + found)
+    assert "torch==1.8.1+cu111 with --index-url https://download.pytorch.org/whl/cu111" in fix["steps"][0], fix
+    # The release itself missing from the list is another matter: this Python has no torch 1.9.1 at all.
+    ids, _ = found_ids("ERROR: Could not find a version that satisfies the requirement torch==1.9.1+cu102 "
+                       "(from versions: 1.11.0, 1.11.0+cpu, 1.11.0+cu113)\n")
+    assert ids == ["pip.no_matching_distribution"], ids
+    ids, _ = found_ids(ignored + "ERROR: Could not find a version that satisfies the requirement numpy==1.25.0 "
+                       "(from versions: 1.24.3, 1.24.4)\n")
+    assert ids[0] == "pip.requires_python", ids
+
+
+def test_torch_extension_build_without_cl_on_path_gets_the_developer_prompt_first():
+    log = ("C:\\env\\lib\\site-packages\\torch\\utils\\cpp_extension.py:381: UserWarning: Error checking compiler "
+           "version for cl: [WinError 2] The system cannot find the file specified\n")
+    _, fix, _ = _fix_of(log)
+    assert fix["steps"][0].startswith("torch compiles extensions with the cl.exe it finds on PATH"), fix
+    _, fix, _ = _fix_of("error: Microsoft Visual C++ 14.0 or greater is required.\n")
+    assert not any("developer prompt" in step for step in fix["steps"]), fix
