@@ -1326,3 +1326,23 @@ def test_torch_extension_build_without_cl_on_path_gets_the_developer_prompt_firs
     assert fix["steps"][0].startswith("torch compiles extensions with the cl.exe it finds on PATH"), fix
     _, fix, _ = _fix_of("error: Microsoft Visual C++ 14.0 or greater is required.\n")
     assert not any("developer prompt" in step for step in fix["steps"]), fix
+
+
+def test_flash_attn_builds_and_imports_are_read_from_its_setup_and_yolov12():
+    """flash-attn's setup.py warns when nvcc is missing and refuses a toolkit older than its minimum; YOLOv12
+    (February 2025) asserted on any failed import of it."""
+    ids, _ = found_ids("  UserWarning: flash_attn was requested, but nvcc was not found.  Are you sure your environment "
+                       "has nvcc available?\n")
+    assert ids == ["extension.cuda_home_missing"], ids
+    log = ("RuntimeError: FlashAttention is only supported on CUDA 11.6 and above.  Note: make sure nvcc has a "
+           "supported version by running nvcc -V.\n")
+    _, fix, _ = _fix_of(log)
+    assert fix["steps"][0].startswith("flash-attn compiles with the nvcc") and "11.6" in fix["steps"][0], fix
+    _, fix, _ = _fix_of("RuntimeError: The detected CUDA version (12.2) mismatches the version that was used to "
+                        "compile PyTorch (11.8). Please make sure to use the same CUDA versions.\n")
+    assert not any("flash-attn" in step for step in fix["steps"]), fix
+    ids, _ = found_ids('AssertionError: import FlashAttention error! Please install FlashAttention first.\n')
+    assert ids == ["flash_attn.import_failed"], ids
+    # Later YOLOv12 and YOLOv13 fall back to torch's attention: a warning, not a failure.
+    ids, _ = found_ids("FlashAttention is not available on this device. Using scaled_dot_product_attention instead.\n")
+    assert ids == [], ids
