@@ -1346,3 +1346,22 @@ def test_flash_attn_builds_and_imports_are_read_from_its_setup_and_yolov12():
     # Later YOLOv12 and YOLOv13 fall back to torch's attention: a warning, not a failure.
     ids, _ = found_ids("FlashAttention is not available on this device. Using scaled_dot_product_attention instead.\n")
     assert ids == [], ids
+
+
+def test_nccl_lines_from_a_container_named_by_its_id_get_host_networking_first():
+    """Docker names a container by its ID unless it shares the host's network: a socket failure there is the
+    container's own network. A real host name gets the interface steps only; shared memory failures keep theirs."""
+    socket = "include/socket.h:311 WARN Socket creation failed : Address family not supported by protocol\n"
+    _, fix, _ = _fix_of("e66aa18dc444:3171:3171 [0] " + socket)
+    assert fix["steps"][0].startswith("The ranks ran in a container with a network of its own"), fix
+    _, fix, _ = _fix_of("gpu-node-07:3171:3171 [0] " + socket)
+    assert not any("container with a network of its own" in step for step in fix["steps"]), fix
+    _, fix, _ = _fix_of("e66aa18dc444:3171:3171 [0] NCCL INFO Channel 00/02\n"
+                        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8\n")
+    assert "bridge network" not in fix["steps"][0], fix
+
+
+def test_tensorrts_cuda_start_names_the_runtime_error_by_number():
+    _, report = diagnose_json("[TRT] [W] CUDA initialization failure with error: 35. Please check your CUDA installation\n",
+                              "--no-facts")
+    assert [m["key"] for m in report["matches"]] == ["cuda.runtime_error/cudaErrorInsufficientDriver"], report
