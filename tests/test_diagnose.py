@@ -1365,3 +1365,24 @@ def test_tensorrts_cuda_start_names_the_runtime_error_by_number():
     _, report = diagnose_json("[TRT] [W] CUDA initialization failure with error: 35. Please check your CUDA installation\n",
                               "--no-facts")
     assert [m["key"] for m in report["matches"]] == ["cuda.runtime_error/cudaErrorInsufficientDriver"], report
+
+
+def test_a_missing_torchvision_by_its_metadata_and_a_jetsons_own_step():
+    ids, _ = found_ids("importlib.metadata.PackageNotFoundError: torchvision\n")
+    assert ids == ["module.torch_companion_missing"], ids
+    ids, _ = found_ids("pkg_resources.DistributionNotFound: The 'torchvision>=0.9.0' distribution was not found and is "
+                       "required by ultralytics\n")
+    assert ids == ["module.torch_companion_missing"], ids
+    _, fix, _ = _fix_of("nvidia-jetpack is already installed!\nimportlib.metadata.PackageNotFoundError: torchvision\n")
+    assert fix["steps"][0].startswith("On a Jetson, torch is NVIDIA's JetPack build"), fix
+    _, fix, _ = _fix_of("importlib.metadata.PackageNotFoundError: torchvision\n")
+    assert not any("Jetson" in step for step in fix["steps"]), fix
+
+
+def test_an_interactive_sessions_false_from_is_available():
+    for session in (">>> import torch\n>>> torch.cuda.is_available()\nFalse\n>>> exit()\n",
+                    "In [14]: torch.cuda.is_available()\nOut[14]: False\n"):
+        ids, _ = found_ids(session)
+        assert ids == ["torch.cuda_unavailable"], (session, ids)
+    ids, _ = found_ids(">>> torch.cuda.is_available()\nTrue\n")
+    assert ids == [], ids
