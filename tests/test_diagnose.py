@@ -1386,3 +1386,17 @@ def test_an_interactive_sessions_false_from_is_available():
         assert ids == ["torch.cuda_unavailable"], (session, ids)
     ids, _ = found_ids(">>> torch.cuda.is_available()\nTrue\n")
     assert ids == [], ids
+
+
+def test_ultralytics_8_0_package_moves_are_read_from_its_released_wheels():
+    """8.0.136 took ultralytics.yolo apart (aliases until 8.0.186, gone in 8.0.187); 8.0.0-8.0.6 had DEFAULT_CONFIG."""
+    for log in ("ModuleNotFoundError: No module named 'ultralytics.yolo'\n",
+                "ModuleNotFoundError: No module named 'ultralytics.yolo.data.dataloaders'\n"):
+        _, report = diagnose_json(log, "--no-facts")
+        assert [m["key"] for m in report["matches"]] == ["module.removed/ultralytics.yolo"], report
+        assert "8.0.135 and older" in report["matches"][0]["fix"]["steps"][0]
+    _, report = diagnose_json("ImportError: cannot import name 'DEFAULT_CONFIG' from 'ultralytics.yolo.utils'\n", "--no-facts")
+    assert [m["key"] for m in report["matches"]] == ["python.api_removed/DEFAULT_CONFIG"], report
+    # The ultralytics package itself missing is an ordinary missing package.
+    _, report = diagnose_json("ModuleNotFoundError: No module named 'ultralytics'\n", "--no-facts")
+    assert [m["id"] for m in report["matches"]] == ["module.missing"], report
