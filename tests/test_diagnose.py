@@ -1400,3 +1400,16 @@ def test_ultralytics_8_0_package_moves_are_read_from_its_released_wheels():
     # The ultralytics package itself missing is an ordinary missing package.
     _, report = diagnose_json("ModuleNotFoundError: No module named 'ultralytics'\n", "--no-facts")
     assert [m["id"] for m in report["matches"]] == ["module.missing"], report
+
+
+def test_weights_of_a_newer_ultralytics_yolo_name_the_release_that_has_the_class():
+    log = ("AttributeError: Can't get attribute 'C3k2' on <module 'ultralytics.nn.modules.block' from "
+           "'/opt/conda/lib/python3.10/site-packages/ultralytics/nn/modules/block.py'>\n")
+    _, fix, _ = _fix_of(log)
+    assert fix["steps"][0].startswith("The installed ultralytics has no C3k2") and "C2PSA in 8.3.0" in fix["steps"][0], fix
+    assert "ultralytics.__version__" in fix["commands"][0], fix
+    ids, _ = found_ids("Can't get attribute 'C3k2'\n")
+    assert ids == ["yolo.weights_code_mismatch"], ids
+    # A YOLOv5 checkpoint in another checkout keeps the repository steps only.
+    _, fix, _ = _fix_of("AttributeError: Can't get attribute 'C3' on <module 'models.common' from './yolov5/models/common.py'>\n")
+    assert not any("ultralytics" in step for step in fix["steps"]) and not fix.get("commands"), fix
