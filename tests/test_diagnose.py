@@ -1413,3 +1413,12 @@ def test_weights_of_a_newer_ultralytics_yolo_name_the_release_that_has_the_class
     # A YOLOv5 checkpoint in another checkout keeps the repository steps only.
     _, fix, _ = _fix_of("AttributeError: Can't get attribute 'C3' on <module 'models.common' from './yolov5/models/common.py'>\n")
     assert not any("ultralytics" in step for step in fix["steps"]) and not fix.get("commands"), fix
+
+
+def test_a_checkpoints_ultralytics_module_is_the_weights_not_a_package_to_install():
+    for log in ("ModuleNotFoundError: No module named 'ultralytics.nn.modules.block'; 'ultralytics.nn.modules' is not a package\n",
+                "ModuleNotFoundError: No module named 'ultralytics.nn.extra_modules'\n"):
+        ids, _ = found_ids(log)
+        assert ids == ["yolo.weights_code_mismatch"], (log, ids)
+    _, fix, _ = _fix_of("ModuleNotFoundError: No module named 'cv2'\n")
+    assert "YOLOv9" not in fix["title"], fix
