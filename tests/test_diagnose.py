@@ -1422,3 +1422,13 @@ def test_a_checkpoints_ultralytics_module_is_the_weights_not_a_package_to_instal
         assert ids == ["yolo.weights_code_mismatch"], (log, ids)
     _, fix, _ = _fix_of("ModuleNotFoundError: No module named 'cv2'\n")
     assert "YOLOv9" not in fix["title"], fix
+
+
+def test_pyg_extensions_built_for_another_cuda():
+    log = ("RuntimeError: Detected that PyTorch and torch_sparse were compiled with different CUDA versions. PyTorch has "
+           "CUDA version 10.2 and torch_sparse has CUDA version 11.0. Please reinstall the torch_sparse that matches your "
+           "PyTorch install.\n")
+    _, fix, report = _fix_of(log)
+    assert report["matches"][0]["id"] == "pyg.extension_cuda_mismatch", report
+    assert "torch_sparse" in fix["steps"][0] and "data.pyg.org/whl" in fix["steps"][0], fix
+    assert "torch is built for CUDA 10.2; torch_sparse was compiled with CUDA 11.0" in report["matches"][0]["context"], report
