@@ -1432,3 +1432,15 @@ def test_pyg_extensions_built_for_another_cuda():
     assert report["matches"][0]["id"] == "pyg.extension_cuda_mismatch", report
     assert "torch_sparse" in fix["steps"][0] and "data.pyg.org/whl" in fix["steps"][0], fix
     assert "torch is built for CUDA 10.2; torch_sparse was compiled with CUDA 11.0" in report["matches"][0]["context"], report
+
+
+def test_a_build_without_a_compiler_is_told_from_one_without_nvcc():
+    for log in ("    unable to execute 'gcc': No such file or directory\n",
+                "error: command 'x86_64-linux-gnu-gcc' failed: No such file or directory\n",
+                "FileNotFoundError: [Errno 2] No such file or directory: 'g++'\n"):
+        ids, _ = found_ids(log)
+        assert ids == ["build.compiler_missing"], (log, ids)
+    for log in ("error: command '/usr/local/cuda/bin/nvcc' failed: No such file or directory\n",
+                "FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc'\n"):
+        ids, _ = found_ids(log)
+        assert ids == ["extension.cuda_home_missing"], (log, ids)
