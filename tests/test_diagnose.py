@@ -1444,3 +1444,15 @@ def test_a_build_without_a_compiler_is_told_from_one_without_nvcc():
                 "FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc'\n"):
         ids, _ = found_ids(log)
         assert ids == ["extension.cuda_home_missing"], (log, ids)
+
+
+def test_removed_apis_read_from_python_pip_setuptools_and_protobuf_releases():
+    _, report = diagnose_json("AttributeError: module 'pkgutil' has no attribute 'ImpImporter'. Did you mean: 'zipimporter'?\n",
+                              "--no-facts")
+    assert [m["key"] for m in report["matches"]] == ["python.api_removed/ImpImporter"], report
+    assert "pip 23.1.2 and setuptools 66.1" in report["matches"][0]["fix"]["steps"][0]
+    _, report = diagnose_json("AttributeError: 'MessageFactory' object has no attribute 'GetPrototype'\n", "--no-facts")
+    assert [m["key"] for m in report["matches"]] == ["python.api_removed/GetPrototype"], report
+    # Another object's GetPrototype is not protobuf's.
+    _, report = diagnose_json("AttributeError: 'Registry' object has no attribute 'GetPrototype'\n", "--no-facts")
+    assert not any(m["key"] == "python.api_removed/GetPrototype" for m in report["matches"]), report
