@@ -1456,3 +1456,12 @@ def test_removed_apis_read_from_python_pip_setuptools_and_protobuf_releases():
     # Another object's GetPrototype is not protobuf's.
     _, report = diagnose_json("AttributeError: 'Registry' object has no attribute 'GetPrototype'\n", "--no-facts")
     assert not any(m["key"] == "python.api_removed/GetPrototype" for m in report["matches"]), report
+
+
+def test_a_python_the_system_manages_gets_a_virtual_environment():
+    log = ("error: externally-managed-environment\n\n× This environment is externally managed\n"
+           "╰─> To install Python packages system-wide, try apt install\n")
+    ids, _ = found_ids(log)
+    assert ids == ["pip.externally_managed"], ids
+    _, fix, _ = _fix_of(log)
+    assert fix["commands"][0].startswith("python3 -m venv"), fix
