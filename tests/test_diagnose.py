@@ -1465,3 +1465,18 @@ def test_a_python_the_system_manages_gets_a_virtual_environment():
     assert ids == ["pip.externally_managed"], ids
     _, fix, _ = _fix_of(log)
     assert fix["commands"][0].startswith("python3 -m venv"), fix
+
+
+def test_triton_missing_for_torch_compile_and_not_on_pypi_for_windows():
+    ids, _ = found_ids("torch._inductor.exc.TritonMissing: Cannot find a working triton installation. Either the package "
+                       "is not installed or it is too old.\n")
+    assert ids == ["torch.triton_missing"], ids
+    _, fix, _ = _fix_of("PS C:\\work> pip install triton\nERROR: Could not find a version that satisfies the requirement "
+                        "triton (from versions: none)\nERROR: No matching distribution found for triton\n")
+    assert fix["steps"][0].startswith("PyPI's triton has wheels for Linux only"), fix
+    _, fix, _ = _fix_of("ERROR: No matching distribution found for torch==1.10.0+cu121\n")
+    assert "triton" not in fix["steps"][0], fix
+    # xformers' own warning about Triton is no missing package.
+    ids, _ = found_ids("A matching Triton is not available, some optimizations will not be enabled.\n"
+                       "Error caught was: No module named 'triton'\n")
+    assert ids == [], ids

@@ -39,6 +39,7 @@ LOG_VALUES = {
     "label_class": "the highest class index a YOLO label file uses (2.0)",
     "nc": "the number of classes a YOLO data YAML declares",
     "node": "a cluster node's name (Slurm's messages)",
+    "triton_requirement": "empty, present when the requirement pip found no version of is triton: shows Triton's own step",
 }
 # Values computed from a named group (see diagnose.diagnosis).
 # The torch to install (torch_wheels.fix_values) follows from the driver's CUDA and the GPU the log names.
