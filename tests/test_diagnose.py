@@ -1480,3 +1480,8 @@ def test_triton_missing_for_torch_compile_and_not_on_pypi_for_windows():
     ids, _ = found_ids("A matching Triton is not available, some optimizations will not be enabled.\n"
                        "Error caught was: No module named 'triton'\n")
     assert ids == [], ids
+
+
+def test_the_cxx_runtime_version_named_without_its_library():
+    ids, _ = found_ids("Import Error: version `GLIBCXX_3.4.30' not found\n")
+    assert ids == ["library.symbol_version"], ids
