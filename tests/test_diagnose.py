@@ -1485,3 +1485,9 @@ def test_triton_missing_for_torch_compile_and_not_on_pypi_for_windows():
 def test_the_cxx_runtime_version_named_without_its_library():
     ids, _ = found_ids("Import Error: version `GLIBCXX_3.4.30' not found\n")
     assert ids == ["library.symbol_version"], ids
+
+
+def test_the_main_guards_last_sentence_quoted_alone():
+    ids, _ = found_ids('The "freeze_support()" line can be omitted if the program\n'
+                       "        is not going to be frozen to produce an executable.\n")
+    assert ids == ["multiprocessing.main_guard"], ids
