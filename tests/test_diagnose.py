@@ -1491,3 +1491,11 @@ def test_the_main_guards_last_sentence_quoted_alone():
     ids, _ = found_ids('The "freeze_support()" line can be omitted if the program\n'
                        "        is not going to be frozen to produce an executable.\n")
     assert ids == ["multiprocessing.main_guard"], ids
+
+
+def test_a_remote_code_models_import_check_names_the_packages_and_how_to_see_why():
+    _, fix, report = _fix_of("ImportError: This modeling file requires the following packages that were not found in "
+                             "your environment: flash_attn, einops. Run `pip install flash_attn einops`\n")
+    assert report["matches"][0]["id"] == "transformers.remote_code_package_missing", report
+    assert fix["commands"] == ['python -c "import flash_attn, einops"'] or fix["commands"][0].endswith(
+        '-c "import flash_attn, einops"'), fix
