@@ -1499,3 +1499,13 @@ def test_a_remote_code_models_import_check_names_the_packages_and_how_to_see_why
     assert report["matches"][0]["id"] == "transformers.remote_code_package_missing", report
     assert fix["commands"] == ['python -c "import flash_attn, einops"'] or fix["commands"][0].endswith(
         '-c "import flash_attn, einops"'), fix
+
+
+def test_transformers_wants_accelerate_in_the_interpreter_that_runs():
+    log = ("  File \"E:\\ComfyUI-aki-v1.3\\python\\lib\\site-packages\\transformers\\modeling_utils.py\", line 3372, in "
+           "from_pretrained\nImportError: Using `low_cpu_mem_usage=True` or a `device_map` requires Accelerate: "
+           "`pip install 'accelerate>=0.26.0'`\n")
+    _, fix, report = _fix_of(log)
+    assert report["matches"][0]["id"] == "transformers.accelerate_missing", report
+    assert "this transformers wants accelerate 0.26.0 or newer" in report["matches"][0]["context"], report
+    assert fix["commands"][0].startswith("E:\\ComfyUI-aki-v1.3\\python\\python.exe -c"), fix
