@@ -1509,3 +1509,14 @@ def test_transformers_wants_accelerate_in_the_interpreter_that_runs():
     assert report["matches"][0]["id"] == "transformers.accelerate_missing", report
     assert "this transformers wants accelerate 0.26.0 or newer" in report["matches"][0]["context"], report
     assert fix["commands"][0].startswith("E:\\ComfyUI-aki-v1.3\\python\\python.exe -c"), fix
+
+
+def test_a_model_type_transformers_does_not_know():
+    _, fix, report = _fix_of("ValueError: The checkpoint you are trying to load has model type `qwen3` but Transformers "
+                             "does not recognize this architecture.\n")
+    assert report["matches"][0]["id"] == "transformers.model_type_unknown", report
+    assert "the checkpoint's model type: qwen3" in report["matches"][0]["context"], report
+    assert "qwen3 from 4.51.0" in fix["steps"][0], fix
+    # An old release fails on the lookup itself, with a KeyError only.
+    ids, _ = found_ids('    config_class = CONFIG_MAPPING[config_dict["model_type"]]\nKeyError: \'qwen2\'\n')
+    assert ids == ["transformers.model_type_unknown"], ids
