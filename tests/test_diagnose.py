@@ -1424,14 +1424,16 @@ def test_a_checkpoints_ultralytics_module_is_the_weights_not_a_package_to_instal
     assert "YOLOv9" not in fix["title"], fix
 
 
-def test_pyg_extensions_built_for_another_cuda():
-    log = ("RuntimeError: Detected that PyTorch and torch_sparse were compiled with different CUDA versions. PyTorch has "
-           "CUDA version 10.2 and torch_sparse has CUDA version 11.0. Please reinstall the torch_sparse that matches your "
-           "PyTorch install.\n")
-    _, fix, report = _fix_of(log)
-    assert report["matches"][0]["id"] == "pyg.extension_cuda_mismatch", report
-    assert "torch_sparse" in fix["steps"][0] and "data.pyg.org/whl" in fix["steps"][0], fix
-    assert "torch is built for CUDA 10.2; torch_sparse was compiled with CUDA 11.0" in report["matches"][0]["context"], report
+@pytest.mark.parametrize("extension", ["torch_scatter", "torch_sparse", "torch_cluster", "torch_spline_conv"])
+def test_pyg_extensions_built_for_another_cuda(extension):
+    """Each of PyG's four extensions carries the same import-time check (pytorch_scatter's __init__.py)."""
+    message = ("RuntimeError: Detected that PyTorch and {0} were compiled with different CUDA versions. PyTorch has "
+               "CUDA version 10.2 and {0} has CUDA version 11.0. Please reinstall the {0} that matches your PyTorch "
+               "install.\n".format(extension))
+    found, fix, report = _fix_of(message)
+    assert found == "pyg.extension_cuda_mismatch" and "data.pyg.org/whl" in fix["steps"][0], fix
+    assert report["matches"][0]["context"] == [
+        "torch is built for CUDA 10.2; %s was compiled with CUDA 11.0" % extension], report
 
 
 def test_a_build_without_a_compiler_is_told_from_one_without_nvcc():
