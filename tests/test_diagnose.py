@@ -1523,3 +1523,62 @@ def test_a_model_type_transformers_does_not_know():
     # An old release fails on the lookup itself, with a KeyError only.
     ids, _ = found_ids('    config_class = CONFIG_MAPPING[config_dict["model_type"]]\nKeyError: \'qwen2\'\n')
     assert ids == ["transformers.model_type_unknown"], ids
+
+
+# --- torch's weights-only loader: a file that is no pickle is not a weights_only question -------
+
+_WEIGHTS_ONLY_OPERAND = (
+    "_pickle.UnpicklingError: Weights only load failed. In PyTorch 2.6, we changed the default value of the "
+    "`weights_only` argument in `torch.load` from `False` to `True`. Re-running `torch.load` with `weights_only` set "
+    "to `False` will likely succeed, but it can result in arbitrary code execution. Do it only if you got the file "
+    "from a trusted source.\nPlease file an issue with the following so that we can make `weights_only=True` "
+    "compatible with your use case: WeightsUnpickler error: Unsupported operand %d\n")
+
+
+def test_an_operand_that_no_pickle_has_is_a_broken_file_and_one_pickle_has_is_weights_only():
+    """The entry's list of bytes is Python's own: every byte pickletools has no opcode for reads as a file that is
+    no checkpoint (weights_only=False would fail too), every opcode torch's restricted unpickler refuses as
+    weights_only."""
+    import pickletools
+
+    opcodes = {ord(opcode.code) for opcode in pickletools.opcodes}
+    for byte in range(256):
+        ids, _ = found_ids(_WEIGHTS_ONLY_OPERAND % byte)
+        expected = "torch.weights_only_load" if byte in opcodes else "checkpoint.unreadable"
+        assert ids == [expected], (byte, ids)
+
+
+def test_ultralytics_own_loader_in_the_traceback_gets_the_ultralytics_upgrade_first():
+    log = ('  File "/usr/lib/python3.10/site-packages/ultralytics/nn/tasks.py", line 341, in attempt_load_one_weight\n'
+           "    ckpt = torch.load(attempt_download(weight), map_location='cpu')  # load\n"
+           "_pickle.UnpicklingError: Weights only load failed. This file can still be loaded, to do so you have two "
+           "options, do those steps only if you trust the source of the checkpoint.\n")
+    found, fix, _ = _fix_of(log)
+    assert found == "torch.weights_only_load" and "pip install -U ultralytics" in fix["steps"][0], fix
+    found, fix, _ = _fix_of(log.split("\n", 2)[2])
+    assert found == "torch.weights_only_load" and not any("ultralytics" in step for step in fix["steps"]), fix
+
+
+def test_real_torch_refusals_name_the_broken_file_and_the_object_checkpoint(torch_python, tmp_path):
+    """torch itself loads a Git LFS pointer, an HTML page and a checkpoint holding an object under its default
+    weights_only=True; diagnose reads each message it printed."""
+    script = (
+        "import argparse, sys, torch\n"
+        "torch.save({'args': argparse.Namespace(lr=0.01)}, sys.argv[3])\n"
+        "for path in sys.argv[1:4]:\n"
+        "    try:\n"
+        "        torch.load(path)\n"
+        "    except Exception as error:\n"
+        "        print('%s: %s' % (type(error).__name__, error))\n"
+        "        print('=====')\n")
+    pointer, page, checkpoint = tmp_path / "lfs.pt", tmp_path / "page.pt", tmp_path / "object.pt"
+    pointer.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize 102400\n" % ("ab" * 32))
+    page.write_text("<!DOCTYPE html>\n<html><body>Not Found</body></html>\n")
+    completed = subprocess.run([torch_python, "-c", script, str(pointer), str(page), str(checkpoint)],
+                               capture_output=True, text=True, timeout=300)
+    messages = [part for part in completed.stdout.split("=====\n") if part.strip()]
+    assert len(messages) == 3, completed.stdout + completed.stderr
+    expected = ["checkpoint.unreadable", "checkpoint.unreadable", "torch.weights_only_load"]
+    for message, wanted in zip(messages, expected):
+        ids, _ = found_ids(message)
+        assert ids == [wanted], (message, ids)

@@ -20,20 +20,6 @@ import pytest
 from conftest import REPO, nvml_fixture, preflight_command_problems, run_cli
 
 
-@pytest.fixture(scope="session")
-def torch_python():
-    """An interpreter with torch (CI: a venv with torch==2.13.0's CPU build, PREFLIGHT_TEST_TORCH_PYTHON)."""
-    path = os.environ.get("PREFLIGHT_TEST_TORCH_PYTHON")
-    if not path:
-        pytest.skip("SKIPPED LOUDLY: PREFLIGHT_TEST_TORCH_PYTHON is not set (.ci/run sets it to a venv with "
-                    "torch==2.13.0), so the active test is not run for real here")
-    probe = subprocess.run([path, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True,
-                           timeout=120)
-    if probe.returncode != 0:
-        pytest.skip("SKIPPED LOUDLY: %s cannot import torch: %s" % (path, probe.stderr.strip()[-300:]))
-    return path
-
-
 def results(completed):
     assert completed.returncode in (0, 1), completed.stderr
     report = json.loads(completed.stdout)

@@ -93,6 +93,7 @@ CLUE_VALUES = {
     "cuda_allocator": "cudaMallocAsync when the run's torch allocates with it (ComfyUI's device line and default, PYTORCH_CUDA_ALLOC_CONF)",
     "yolox_occupy": "yes when YOLOX's -o (--occupy) preallocation ran (its tools/train.py command line, occupy_mem in a traceback)",
     "cudnn_failed": "yes when a cuDNN call failed (a CUDNN_STATUS_ name other than SUCCESS)",
+    "ultralytics_load": "yes when the traceback shows Ultralytics' own checkpoint loader (nn/tasks.py torch_safe_load, attempt_load_one_weight)",
 }
 # Markers a fix line can carry so that it shows only where it applies: each is "" (shown) or unknown (the line is
 # left out). Computed from a log's clues and this machine's facts (facts.platform): by diagnose, and by check
@@ -127,6 +128,7 @@ FIX_CONDITIONS = {
     "when_interpreter_guessed": "diagnose names no interpreter of the job's own: neither the log's traceback nor --python shows it",
     "when_jetson": "the run was on a Jetson: torch comes from NVIDIA's JetPack builds, the driver with L4T",
     "when_python_32bit": "the run's Python is a 32-bit build, for which no torch wheel exists",
+    "when_ultralytics_load": "the traceback shows Ultralytics' own checkpoint loader",
     "when_not_jetson": "the run is not known to be on a Jetson (PyTorch's own indexes apply)",
     "when_operator": "NVIDIA's GPU Operator owns the node's driver and container toolkit",
     "when_slurm": "the run was a Slurm job",

@@ -65,6 +65,7 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: boo
                  when_docker_runtime=runtime == "docker", when_crio_runtime=runtime == "cri-o",
                  when_containerd_runtime=runtime not in ("docker", "cri-o"))
     holds["when_python_32bit"] = run.get("python_bits") == "32"
+    holds["when_ultralytics_load"] = run.get("ultralytics_load") == "yes"
     holds["when_akmods"] = run.get("driver_build") == "akmods"
     holds["when_not_akmods"] = not holds["when_akmods"]
     # CUDA's "driver version is insufficient" is also what its runtime says where it finds no driver at all.
