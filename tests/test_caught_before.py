@@ -73,6 +73,7 @@ ENVIRONMENTS = {
     "nvml.no_permission": {"nvml.init": {"nvml.init.status": "no_permission"}},
     "gpu.fell_off_bus": {"gpu.health": {"nvml.gpus.0.lost": True},
                          "gpu.expected_count": ({}, {"count": 8, "source": "Slurm Gres", "scope": "machine"})},
+    "gpu.init_failed": {"gpu.expected_count": ({}, {"count": 8, "source": "Slurm Gres", "scope": "machine"})},
     "cudnn.status_error": {"cuda.compat": OLD_DRIVER, "gpu.memory": LOW_MEMORY},
     "cuda.illegal_address": {"gpu.health": ECC},
     "dtype.half_on_cpu": {"torch.cuda": CPU_TORCH, "gpu.count": NO_GPU},

@@ -1582,3 +1582,48 @@ def test_real_torch_refusals_name_the_broken_file_and_the_object_checkpoint(torc
     for message, wanted in zip(messages, expected):
         ids, _ = found_ids(message)
         assert ids == [wanted], (message, ids)
+
+
+@pytest.mark.parametrize("numpy_type, built, run, expected", [
+    ("ndarray", 88, 80, ["numpy.older_than_build"]),   # built with NumPy 1.20-1.22, run on 1.19 or older
+    ("ndarray", 96, 88, ["numpy.older_than_build"]),   # built with 1.23 or newer, run on 1.20-1.22
+    ("ufunc", 232, 216, ["numpy.older_than_build"]),   # built with 1.23-1.26, run on 1.21 or older
+    ("ndarray", 80, 88, []),                            # a newer NumPy at run time: Cython only warns
+    ("ufunc", 232, 240, []),
+    ("dtype", 96, 88, ["numpy.abi_2x"]),                # built against NumPy 1.x, run on NumPy 2
+])
+def test_cythons_size_check_says_which_numpy_is_newer(numpy_type, built, run, expected):
+    ids, _ = found_ids("ValueError: numpy.%s size changed, may indicate binary incompatibility. Expected %d from C "
+                       "header, got %d from PyObject\n" % (numpy_type, built, run))
+    assert ids == expected, ids
+
+
+def _shadowing_case(folder, make, code):
+    """Make the module in the way, run the import that trips on it, diagnose the error, and run the printed
+    command in the same folder: what it prints."""
+    culprit = make(folder)
+    failed = subprocess.run([sys.executable, "-c", code], cwd=str(folder), capture_output=True, text=True, timeout=60)
+    found, fix, _ = _fix_of(failed.stderr)
+    assert found == "python.module_shadowed", (found, failed.stderr)
+    command = fix["commands"][0].replace("python ", sys.executable + " ", 1)
+    printed = subprocess.run(command, shell=True, cwd=str(folder), capture_output=True, text=True, timeout=60)
+    return culprit, printed.stdout
+
+
+def test_a_module_in_the_way_is_found_and_the_printed_command_names_it(tmp_path):
+    """Python itself raises both shadowing errors: a utils.py file where the utils package is meant, and a utils/
+    folder without __init__.py (a namespace package); diagnose names the shadowing, and its command, run in that
+    folder, prints the culprit."""
+    def utils_file(folder):
+        (folder / "utils.py").write_text("")
+        return str(folder / "utils.py")
+
+    def utils_folder(folder):
+        (folder / "utils").mkdir()
+        return str(folder / "utils")
+
+    for name, make, code in (("file", utils_file, "import utils.datasets"),
+                             ("folder", utils_folder, "from utils import TryExcept")):
+        (tmp_path / name).mkdir()
+        culprit, printed = _shadowing_case(tmp_path / name, make, code)
+        assert culprit in printed, (name, printed)
