@@ -1605,17 +1605,21 @@ def _shadowing_case(folder, make, code):
     failed = subprocess.run([sys.executable, "-c", code], cwd=str(folder), capture_output=True, text=True, timeout=60)
     found, fix, _ = _fix_of(failed.stderr)
     assert found == "python.module_shadowed", (found, failed.stderr)
+    ran = folder / "ran"
+    if ran.exists():
+        ran.unlink()
     command = fix["commands"][0].replace("python ", sys.executable + " ", 1)
     printed = subprocess.run(command, shell=True, cwd=str(folder), capture_output=True, text=True, timeout=60)
+    assert not ran.exists(), "the printed command ran the module it looks for"
     return culprit, printed.stdout
 
 
 def test_a_module_in_the_way_is_found_and_the_printed_command_names_it(tmp_path):
     """Python itself raises both shadowing errors: a utils.py file where the utils package is meant, and a utils/
     folder without __init__.py (a namespace package); diagnose names the shadowing, and its command, run in that
-    folder, prints the culprit."""
+    folder, prints the culprit without running it."""
     def utils_file(folder):
-        (folder / "utils.py").write_text("")
+        (folder / "utils.py").write_text("import pathlib\npathlib.Path('ran').touch()\n")
         return str(folder / "utils.py")
 
     def utils_folder(folder):
