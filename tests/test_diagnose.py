@@ -107,6 +107,7 @@ MESSAGES = [
     ("CommandNotFoundError: Your shell has not been properly configured to use 'conda activate'.", "conda.not_initialized"),
     ("ImportError: libGL.so.1: cannot open shared object file: No such file or directory", "opencv.libgl"),
     ("AttributeError: 'list' object has no attribute 'view'", "yolov9.train_py_on_dual_model"),
+    ("train.py 'list' object has no attribute 'view;", "yolov9.train_py_on_dual_model"),
     ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver to a newer version, or use an earlier cuda container: unknown.", "container.requirement_unsatisfied"),
     ("FutureWarning: The pynvml package is deprecated. Please install nvidia-ml-py instead.", "pynvml.deprecated"),
 ]
@@ -1266,6 +1267,36 @@ def test_a_gelan_model_in_train_dual_is_told_from_any_other_reshape_error():
     ids, _ = found_ids("RuntimeError: shape '[70, 70, -1]' is invalid for input of size 1792000\n")
     assert "yolov9.train_dual_on_gelan_model" not in ids, ids
 
+
+
+def test_yolov9_segmentation_errors_are_told_apart_by_the_frame_that_raised_them():
+    """One message, 'list' object has no attribute 'shape', from three places: segment/predict.py's process_mask
+    (the script keeps the head's whole output tuple), the segmentation loss unpacking a dual head's prototypes (a
+    yolov9-c-dseg model in segment/train.py), or anywhere else, where it says nothing about YOLOv9."""
+    error = "AttributeError: 'list' object has no attribute 'shape'\n"
+    predict = '  File "/content/yolov9/utils/segment/general.py", line 54, in process_mask\n    c, mh, mw = protos.shape  # CHW\n'
+    ids, _ = found_ids(predict + error)
+    assert ids == ["yolov9.segment_predict_proto"], ids
+    _, fix, _ = _fix_of(predict + error)
+    assert "proto = proto[-1]" in fix["steps"][0], fix
+    loss = '  File "/mnt/data/yolov9/utils/segment/loss_tal.py", line 173, in __call__\n    batch_size, _, mask_h, mask_w = proto.shape\n'
+    ids, _ = found_ids(loss + error)
+    assert ids == ["yolov9.segment_train_on_dual_model"], ids
+    ids, _ = found_ids('  File "app.py", line 9, in run\n    h, w = img.shape\n' + error)
+    assert not any(i.startswith("yolov9.") for i in ids), ids
+
+
+def test_a_segmentation_model_in_the_detection_loss_is_read_by_its_32_mask_coefficients():
+    """YOLOv9's Segment head returns (maps, mask coefficients, prototypes) in training; the detection loss takes the
+    coefficients as maps and reshapes their 32 rows as the batch. Other batches, and other trainers, are not this."""
+    frame = '  File "E:\\study\\yolov9-main\\utils\\loss_tal.py", line 178, in <listcomp>\n'
+    ids, _ = found_ids(frame + "RuntimeError: shape '[32, 65, -1]' is invalid for input of size 131712\n")
+    assert ids == ["yolov9.detect_train_on_segment_model"], ids
+    ids, _ = found_ids(frame + "RuntimeError: shape '[16, 65, -1]' is invalid for input of size 131712\n")
+    assert "yolov9.detect_train_on_segment_model" not in ids, ids
+    ids, _ = found_ids('[rank0]:   File "/home/x/yoloe/ultralytics/utils/loss.py", line 211, in <listcomp>\n'
+                       "[rank0]: RuntimeError: shape '[32, 65, -1]' is invalid for input of size 268800\n")
+    assert "yolov9.detect_train_on_segment_model" not in ids, ids
 
 def test_a_ddp_launcher_with_more_ranks_than_devices_gets_the_nproc_step_first():
     """YOLOv5's train.py (and YOLOv7's copy) asserts one visible GPU per local rank; select_device has already made
