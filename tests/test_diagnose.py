@@ -1491,6 +1491,21 @@ def test_removed_apis_read_from_python_pip_setuptools_and_protobuf_releases():
     assert not any(m["key"] == "python.api_removed/GetPrototype" for m in report["matches"]), report
 
 
+
+def test_pytorch_lightning_1_7_with_torchmetrics_1_is_read_even_from_a_cut_title():
+    """pytorch_lightning 1.7's progress bar imports torchmetrics' private _compare_version, which torchmetrics 1.0
+    moved away (both read in the released wheels); an issue title often drops the closing quote."""
+    for log in ("ImportError: cannot import name '_compare_version' from 'torchmetrics.utilities.imports' "
+                "(/usr/local/lib/python3.10/dist-packages/torchmetrics/utilities/imports.py)\n",
+                "cannot import name '_compare_version' from 'torchmetrics.utilities.imports\n"):
+        _, report = diagnose_json(log, "--no-facts")
+        assert [m["key"] for m in report["matches"]] == ["python.api_removed/_compare_version"], report
+        fix = report["matches"][0]["fix"]
+        assert "pytorch_lightning to 1.8" in fix["steps"][0] and "'torchmetrics<1'" in fix["commands"][0], fix
+    # Another module's _compare_version is not this change: the generic explanation stays.
+    _, report = diagnose_json("ImportError: cannot import name '_compare_version' from 'mylib.utils'\n", "--no-facts")
+    assert [m["key"] for m in report["matches"]] == ["python.import_name_missing"], report
+
 def test_a_python_the_system_manages_gets_a_virtual_environment():
     log = ("error: externally-managed-environment\n\n× This environment is externally managed\n"
            "╰─> To install Python packages system-wide, try apt install\n")
