@@ -1506,6 +1506,35 @@ def test_pytorch_lightning_1_7_with_torchmetrics_1_is_read_even_from_a_cut_title
     _, report = diagnose_json("ImportError: cannot import name '_compare_version' from 'mylib.utils'\n", "--no-facts")
     assert [m["key"] for m in report["matches"]] == ["python.import_name_missing"], report
 
+
+def test_an_extension_without_kernels_for_the_gpu_is_not_blamed_on_torch():
+    """The no-kernel-image error from an extension's own source (glog's CHECK in its .cu file, or the launcher's
+    printf after cudaGetLastError) is the extension's build; from torch's own sources it stays torch's."""
+    for log in ("[F unbatched_triangle_distance_cuda.cu:441] Check failed: error == cudaSuccess (209 vs. 0)  "
+                "no kernel image is available for execution on the device\n",
+                "error in ms_deformable_im2col_cuda: no kernel image is available for execution on the device\n"):
+        ids, _ = found_ids(log)
+        assert ids == ["extension.no_kernel_image"], (log, ids)
+        _, fix, _ = _fix_of(log)
+        assert "TORCH_CUDA_ARCH_LIST" in fix["steps"][0], fix
+    for log in ("RuntimeError: cuda runtime error (209) : no kernel image is available for execution on the device "
+                "at /pytorch/aten/src/THC/generic/THCTensorMath.cu:35\n",
+                "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"):
+        ids, _ = found_ids(log)
+        assert ids[0] == "torch.no_kernel_image" and "extension.no_kernel_image" not in ids, (log, ids)
+
+
+def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
+    """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
+    and the arch over ten. Either way the attention build has no variant for this GPU."""
+    for log, kernel_sm, built_sm in (("FATAL: this function is for sm80, but was built for sm750\n", "80", "750"),
+                                     ("FATAL: kernel `fmha_cutlassF_f16_aligned_64x64_rf_sm80` is for sm80-sm100, "
+                                      "but was built for sm121\n", "80", "121")):
+        _, report = diagnose_json(log, "--no-facts")
+        match = report["matches"][0]
+        assert match["key"] == "attention.cutlass_kernel_for_other_gpu", report
+        assert "the kernel is for sm%s; the build running is for sm%s" % (kernel_sm, built_sm) in match["context"], match
+
 def test_a_python_the_system_manages_gets_a_virtual_environment():
     log = ("error: externally-managed-environment\n\n× This environment is externally managed\n"
            "╰─> To install Python packages system-wide, try apt install\n")
