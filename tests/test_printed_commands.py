@@ -337,6 +337,27 @@ def test_every_diagnose_fix_prints_commands_that_can_succeed(tmp_path):
     print("diagnose: %d pip and conda commands rendered and checked" % checked)
 
 
+
+def test_every_family_row_prints_commands_that_can_succeed():
+    """A family's fix is rendered per table row, and most rows appear in no catalog example: each row's pins (the
+    API-removals table's, for one) are checked here as diagnose prints them for a log that names no Python."""
+    from preflight.diagnose.diagnosis import GENERIC_DEFAULTS
+    from preflight.engine import template
+
+    ruleset = loader.load(failures=True)
+    checked, failures = 0, []
+    for family in ruleset.families.values():
+        for row in family.table.rows:
+            entry = family.entry({}, row)
+            values = dict(GENERIC_DEFAULTS, **dict(family.defaults, **entry.values))
+            rendered = [command for line in entry.fix.commands
+                        for command in template.render_known([line] if isinstance(line, str) else list(line), values)]
+            for command in review(rendered, None)[0]:  # as diagnose prints them for a log that names no Python
+                checked += "pip" in command
+                failures += ["%s (%s): %r: %s" % (family.id, entry.key, command, p) for p in problems(command, None)]
+    assert not failures, "\n".join(failures[:20])
+    assert checked >= 20, checked
+
 def test_conda_create_names_a_python_current_torch_has_wheels_for():
     data = torch_wheels.catalog()
     newest = max(t for t, r in data.releases.items() if r.torchvision)
