@@ -1517,6 +1517,15 @@ def test_an_extension_without_kernels_for_the_gpu_is_not_blamed_on_torch():
         assert ids == ["extension.no_kernel_image"], (log, ids)
         _, fix, _ = _fix_of(log)
         assert "TORCH_CUDA_ARCH_LIST" in fix["steps"][0], fix
+    # Caffe and OpenPose print the CHECK without its file; error 48 is the same error in CUDA 10.0 and older
+    log = "Check failed: error == cudaSuccess (48 vs. 0) no kernel image is available for execution on the device.\n"
+    assert found_ids(log)[0] == ["extension.no_kernel_image"]
+    _, fix, _ = _fix_of(log)
+    assert fix["steps"][0].startswith("Error 48 is this error's number in CUDA 10.0 and older"), fix
+    assert "-DCUDA_ARCH=Auto" in fix["steps"][1], fix
+    log = "Check failed: error == cudaSuccess (209 vs. 0) no kernel image is available for execution on the device\n"
+    _, fix, _ = _fix_of(log)
+    assert "-DCUDA_ARCH=Auto" in fix["steps"][0] and not any("Error 48" in step for step in fix["steps"]), fix
     for log in ("RuntimeError: cuda runtime error (209) : no kernel image is available for execution on the device "
                 "at /pytorch/aten/src/THC/generic/THCTensorMath.cu:35\n",
                 "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"):
