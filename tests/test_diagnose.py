@@ -1507,6 +1507,17 @@ def test_pytorch_lightning_1_7_with_torchmetrics_1_is_read_even_from_a_cut_title
     assert [m["key"] for m in report["matches"]] == ["python.import_name_missing"], report
 
 
+def test_a_kernel_assertion_explains_the_cudnn_error_after_it():
+    """Labels outside the classes fail a kernel's assertion; the CUDA context is then unusable and cuDNN's next call
+    reports NOT_INITIALIZED. The assertion is the finding, not cuDNN."""
+    log = ("/pytorch/aten/src/THCUNN/SpatialClassNLLCriterion.cu:106: cunn_SpatialClassNLLCriterion_updateOutput_kernel: "
+           "block: [3,0,0], thread: [911,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+           "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED\n")
+    ids, _ = found_ids(log)
+    assert ids[0] == "cuda.device_assert" and "cudnn.status_error" not in ids, ids
+    assert found_ids("RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED\n")[0] == ["cudnn.status_error"]
+
+
 def test_an_extension_without_kernels_for_the_gpu_is_not_blamed_on_torch():
     """The no-kernel-image error from an extension's own source (glog's CHECK in its .cu file, or the launcher's
     printf after cudaGetLastError) is the extension's build; from torch's own sources it stays torch's."""
