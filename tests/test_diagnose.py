@@ -1534,6 +1534,10 @@ def test_an_extension_without_kernels_for_the_gpu_is_not_blamed_on_torch():
     _, fix, _ = _fix_of(log)
     assert fix["steps"][0].startswith("Error 48 is this error's number in CUDA 10.0 and older"), fix
     assert "-DCUDA_ARCH=Auto" in fix["steps"][1], fix
+    log = ("F1205 10:41:07.123456  4242 im2col.cu:61] Check failed: error == cudaSuccess (48 vs. 0)  "
+           "no kernel image is available for execution on the device\n")
+    assert found_ids(log)[0] == ["extension.no_kernel_image"]
+    assert "-DCUDA_ARCH=Auto" in _fix_of(log)[1]["steps"][1]
     log = "Check failed: error == cudaSuccess (209 vs. 0) no kernel image is available for execution on the device\n"
     _, fix, _ = _fix_of(log)
     assert "-DCUDA_ARCH=Auto" in fix["steps"][0] and not any("Error 48" in step for step in fix["steps"]), fix
