@@ -1548,6 +1548,25 @@ def test_an_extension_without_kernels_for_the_gpu_is_not_blamed_on_torch():
         assert ids[0] == "torch.no_kernel_image" and "extension.no_kernel_image" not in ids, (log, ids)
 
 
+
+def test_an_empty_arch_list_and_flash_attn_undefined_symbols_get_their_own_steps():
+    """torch's builder with no GPU seen and no TORCH_CUDA_ARCH_LIST fails on its +PTX line; flash-attn's compiled part
+    lies in site-packages itself, so the undefined-symbol family names its wheel step only for it."""
+    for log in ("    arch_list[-1] += '+PTX'\nIndexError: list index out of range\n",
+                "-> 1606         arch_list[-1] += '+PTX'\n"):
+        assert found_ids(log)[0] == ["extension.arch_list_empty"], log
+    assert "TORCH_CUDA_ARCH_LIST" in _fix_of("arch_list[-1] += '+PTX'\n")[1]["steps"][0]
+    flash = ("ImportError: /env/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: "
+             "undefined symbol: _ZN3c105ErrorC2ENS_14SourceLocationE\n")
+    mmcv = ("ImportError: /env/lib/python3.7/site-packages/mmcv/_ext.cpython-37m-x86_64-linux-gnu.so: "
+            "undefined symbol: _ZN3c105ErrorC1ENS_14SourceLocationERKSs\n")
+    _, fix, _ = _fix_of(flash)
+    assert any("flash_attn_2_cuda" in step and "--no-cache-dir" in step for step in fix["steps"]), fix
+    assert any("_GLIBCXX_USE_CXX11_ABI" in command for command in fix["commands"]), fix
+    _, fix, _ = _fix_of(mmcv)
+    assert not any("flash" in step for step in fix["steps"]), fix
+    assert not any("_GLIBCXX_USE_CXX11_ABI" in command for command in fix["commands"]), fix
+
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
     """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
     and the arch over ten. Either way the attention build has no variant for this GPU."""
