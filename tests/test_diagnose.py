@@ -1570,6 +1570,34 @@ def test_an_empty_arch_list_and_flash_attn_undefined_symbols_are_read_by_their_o
     assert found_ids(mmcv)[0] == ["extension.undefined_symbol"]
 
 
+def test_deepspeed_ops_collect_env_cpu_builds_and_onnxruntime_cpu_packages_are_read():
+    """CUDA's no-kernel error under a frame of DeepSpeed's ops is DeepSpeed's op, not torch's; torch's environment
+    report with no CUDA build and an NVIDIA GPU, or conda's CPU build string beside torch's False, is a CPU-only torch;
+    a program's own 'CUDAExecutionProvider not available' is onnxruntime's CPU package; DeepSpeed's launcher with no
+    device is torch not seeing CUDA."""
+    deepspeed = ('  File "/env/lib/python3.9/site-packages/deepspeed/ops/adam/fused_adam.py", line 169, in step\n'
+                 "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    assert found_ids(deepspeed)[0] == ["deepspeed.op_no_kernel_image"]
+    assert any("DS_BUILD_OPS" in step for step in _fix_of(deepspeed)[1]["steps"])
+    # the same error under torch's own frames stays torch's
+    torch_only = ('  File "/env/lib/python3.9/site-packages/torch/nn/modules/conv.py", line 443, in forward\n'
+                  "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    assert found_ids(torch_only)[0] == ["torch.no_kernel_image"]
+    report = ("CUDA used to build PyTorch: Could not collect\nIs CUDA available: False\n"
+              "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 4080 Laptop GPU\nNvidia driver version: 551.86\n")
+    assert found_ids(report)[0] == ["torch.cpu_only_run"]
+    # a CPU build on a machine whose report lists no NVIDIA GPU is not a failure
+    assert found_ids("CUDA used to build PyTorch: Could not collect\nIs CUDA available: False\n"
+                     "GPU models and configuration: Could not collect\nNvidia driver version: Could not collect\n")[0] == []
+    conda = "pytorch                   1.4.0               py3.7_cpu_0  [cpuonly]  pytorch\ncuda.is_available()==False\n"
+    assert found_ids(conda)[0] == ["torch.cpu_only_run"]
+    assert found_ids("pytorch                   1.4.0               py3.7_cpu_0  [cpuonly]  pytorch\n")[0] == []
+    ort = "⚠️  CUDAExecutionProvider not available — ONNX will fall back to CPU.\n"
+    assert found_ids(ort)[0] == ["onnxruntime.cuda_provider_failed"]
+    assert any("install onnxruntime-gpu" in step for step in _fix_of(ort)[1]["steps"])
+    assert found_ids("RuntimeError: Unable to proceed, no GPU resources available\n")[0] == ["torch.cuda_unavailable"]
+
+
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
     """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
     and the arch over ten. Either way the attention build has no variant for this GPU."""

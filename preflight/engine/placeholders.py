@@ -94,6 +94,7 @@ CLUE_VALUES = {
     "yolox_occupy": "yes when YOLOX's -o (--occupy) preallocation ran (its tools/train.py command line, occupy_mem in a traceback)",
     "cudnn_failed": "yes when a cuDNN call failed (a CUDNN_STATUS_ name other than SUCCESS)",
     "ultralytics_load": "yes when the traceback shows Ultralytics' own checkpoint loader (nn/tasks.py torch_safe_load, attempt_load_one_weight)",
+    "deepspeed_op": "the file of DeepSpeed's ops package a traceback frame names (adam/fused_adam.py): the call is one of DeepSpeed's CUDA extensions",
 }
 # Markers a fix line can carry so that it shows only where it applies: each is "" (shown) or unknown (the line is
 # left out). Computed from a log's clues and this machine's facts (facts.platform): by diagnose, and by check
