@@ -1592,6 +1592,14 @@ def test_deepspeed_ops_collect_env_cpu_builds_and_onnxruntime_cpu_packages_are_r
     conda = "pytorch                   1.4.0               py3.7_cpu_0  [cpuonly]  pytorch\ncuda.is_available()==False\n"
     assert found_ids(conda)[0] == ["torch.cpu_only_run"]
     assert found_ids("pytorch                   1.4.0               py3.7_cpu_0  [cpuonly]  pytorch\n")[0] == []
+    # on macOS a CPU-only torch is the only torch: no CUDA index to install from
+    mac = ("Python 3.12.3 (main, Apr  9 2024) [Clang 15.0.0 (clang-1500.3.9.4)] on darwin\n"
+           "pytorch                   2.4.1           cpu_generic_py312h1234567_0    conda-forge\n"
+           "torch.cuda.is_available() returns False\n")
+    _, fix, _ = _fix_of(mac)
+    assert fix["steps"][0].startswith("On macOS, PyTorch publishes no CUDA build"), fix
+    assert not any("--index-url" in command for command in fix["commands"]), fix
+    assert any("--index-url" in command for command in _fix_of(report)[1]["commands"])
     ort = "⚠️  CUDAExecutionProvider not available — ONNX will fall back to CPU.\n"
     assert found_ids(ort)[0] == ["onnxruntime.cuda_provider_failed"]
     assert any("install onnxruntime-gpu" in step for step in _fix_of(ort)[1]["steps"])

@@ -102,6 +102,8 @@ CLUE_VALUES = {
 FIX_CONDITIONS = {
     "when_linux": "the run is not known to be on Windows or macOS",
     "when_windows": "the run was on Windows",
+    "when_macos": "the run was on macOS, for which PyTorch publishes no CUDA build",
+    "when_not_macos": "the run is not known to be on macOS (a CUDA build of torch can exist for it)",
     "when_apt": "the run is on Linux and not known to be RHEL-family (apt-get works)",
     "when_rhel": "the run was on a RHEL-family Linux (Rocky, Alma, CentOS, RHEL, Fedora)",
     "when_akmods": "the NVIDIA kernel module is built by akmods (RPM Fusion's akmod-nvidia)",

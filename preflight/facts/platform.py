@@ -39,6 +39,8 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: boo
     holds = {
         "when_linux": os_name not in ("windows", "macos"),
         "when_windows": os_name == "windows",
+        "when_macos": os_name == "macos",
+        "when_not_macos": os_name != "macos",
         "when_apt": os_name not in ("windows", "macos") and distro != "rhel",
         "when_rhel": distro == "rhel",
         "when_ubuntu": os_name not in ("windows", "macos") and distro not in ("rhel", "debian"),
