@@ -1606,6 +1606,30 @@ def test_deepspeed_ops_collect_env_cpu_builds_and_onnxruntime_cpu_packages_are_r
     assert found_ids("RuntimeError: Unable to proceed, no GPU resources available\n")[0] == ["torch.cuda_unavailable"]
 
 
+def test_the_container_toolkits_driver_helper_that_broke_off_is_read_in_both_wordings():
+    """libnvidia-container's error_set_rpc writes 'failed to process request' when its driver helper (a forked process
+    that loads NVML) stops answering; 'driver error' before 1.10, 'driver rpc error' since. WSL's Windows build comes
+    first; persistence mode is a Linux host's step, left out where the log shows WSL."""
+    old = ("docker: Error response from daemon: OCI runtime create failed: container_linux.go:370: starting container "
+           "process caused: process_linux.go:459: container init caused: Running hook #0:: error running hook: exit "
+           "status 1, stdout: , stderr: nvidia-container-cli: initialization error: driver error: failed to process "
+           "request: unknown.\n")
+    new = "nvidia-container-cli: initialization error: driver rpc error: failed to process request: unknown.\n"
+    for log in (old, new):
+        assert found_ids(log)[0] == ["container.driver_service_failed"], log
+    _, fix, _ = _fix_of(old)
+    assert fix["steps"][0].startswith("Under WSL 2"), fix
+    assert any("persistence mode" in step for step in fix["steps"]), fix
+    assert fix["commands"] == ["sudo nvidia-container-cli -k -d /dev/tty info"], fix
+    _, fix, _ = _fix_of("Linux DESKTOP-1 5.15.153.1-microsoft-standard-WSL2 #1 SMP x86_64 GNU/Linux\n" + new)
+    assert not any("persistence mode" in step for step in fix["steps"]), fix
+    # the toolkit's other initialization errors keep their own entries
+    assert found_ids("nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown.\n")[0] == [
+        "container.driver_not_loaded"]
+    assert found_ids("nvidia-container-cli: initialization error: WSL environment detected but no adapters were found: "
+                     "unknown\n")[0] == ["container.wsl_no_gpu_adapter"]
+
+
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
     """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
     and the arch over ten. Either way the attention build has no variant for this GPU."""
