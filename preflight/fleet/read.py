@@ -18,7 +18,6 @@ import os
 import socket
 import stat
 import sys
-import time
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -170,9 +169,10 @@ def _connection(parts, timeout: float):
     return http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout), False
 
 
-def _cut(connection, sockets: list) -> None:
+def _cut(connection, sockets: list, cut) -> None:
     """The deadline passed: end whatever read or handshake is waiting on the connection (its socket, or the one
     the response reads from: an HTTP/1.0 response takes the socket over from the connection)."""
+    cut.set()
     for sock in [connection.sock] + sockets:
         if sock is not None:
             try:
@@ -192,10 +192,12 @@ def fetch(url: str) -> Union[Document, Unreadable]:
     parts = urllib.parse.urlsplit(url)
     path = parts.path if parts.path not in ("", "/") else "/report"
     path += "?" + parts.query if parts.query else ""
-    deadline = time.monotonic() + URL_TIMEOUT
     connection, whole_url = _connection(parts, URL_TIMEOUT)
     sockets: list = []
-    watchdog = threading.Timer(URL_TIMEOUT, _cut, (connection, sockets))
+    # The watchdog itself says that it cut: a read it cut looks like an answer that ended, and comparing clocks
+    # instead misses it (the timer can wake a little before time.monotonic() reaches its deadline).
+    cut = threading.Event()
+    watchdog = threading.Timer(URL_TIMEOUT, _cut, (connection, sockets, cut))
     watchdog.daemon = True
     watchdog.start()
     late = "cannot fetch: the report did not arrive within %.0f s" % URL_TIMEOUT
@@ -204,7 +206,7 @@ def fetch(url: str) -> Union[Document, Unreadable]:
         connection.request("GET", target, headers={"Accept": "application/json",
                                                    "User-Agent": "preflight/%s" % __version__})
         sockets.append(connection.sock)
-        if time.monotonic() >= deadline:  # the watchdog fired while connecting, before there was a socket to cut
+        if cut.is_set():  # it fired while connecting, before there was a socket
             return Unreadable(url, late)
         response = connection.getresponse()
         if response.status == 503:  # serve answers 503 before its first check has finished
@@ -219,13 +221,13 @@ def fetch(url: str) -> Union[Document, Unreadable]:
                 break
             chunks.append(chunk)
             size += len(chunk)
-        if time.monotonic() > deadline:
+        if cut.is_set():
             return Unreadable(url, late)
         if response.length and size <= MAX_FILE_BYTES:  # Content-Length promised more than came
             return Unreadable(url, "cannot fetch: the answer ended after %d of %d bytes" % (size, size + response.length))
         raw = b"".join(chunks)
     except (http.client.HTTPException, OSError, ValueError) as exc:
-        if time.monotonic() >= deadline:
+        if cut.is_set():
             return Unreadable(url, late)
         if isinstance(exc, OSError):
             return Unreadable(url, "cannot fetch: %s" % (exc.strerror or exc))
