@@ -1630,6 +1630,27 @@ def test_the_container_toolkits_driver_helper_that_broke_off_is_read_in_both_wor
                      "unknown\n")[0] == ["container.wsl_no_gpu_adapter"]
 
 
+def test_set_103s_readings_mamba_modules_pycuda_and_tritons_launcher():
+    """Read where written: mamba-ssm leaves causal_conv1d_cuda None (1.2.0-2.2.4) or asserts (2.2.5 on); Environment
+    Modules and Lmod name the module they could not find; PyCUDA says '<routine> failed: out of memory'; a
+    cuda_utils that Windows cannot load is Triton's launcher, whose step shows for that module only."""
+    assert found_ids("AttributeError: 'NoneType' object has no attribute 'causal_conv1d_bwd'\n")[0] == [
+        "mamba.causal_conv1d_missing"]
+    assert found_ids("pycuda._driver.MemoryError: cuMemAlloc failed: out of memory\n")[0] == ["cuda.oom"]
+    # another PyCUDA error is not memory
+    assert "cuda.oom" not in found_ids("pycuda._driver.LogicError: cuMemAlloc failed: invalid device context\n")[0]
+    for log in ("cuda(4):ERROR:105: Unable to locate a modulefile for 'cuda/6.0'\n",
+                'Lmod has detected the following error:  The following module(s) are unknown: "cuda/11.8"\n'):
+        _, fix, report = _fix_of(log)
+        assert report["matches"][0]["id"] == "hpc.module_unknown", report
+        assert fix["commands"] == ["module avail cuda"], fix
+    _, fix, _ = _fix_of("ImportError: DLL load failed while importing cuda_utils: The specified module could not be "
+                        "found.\n")
+    assert fix["steps"][0].startswith("cuda_utils is the module Triton compiles"), fix
+    _, fix, _ = _fix_of("ImportError: DLL load failed while importing _ext: The specified module could not be found.\n")
+    assert not any("Triton" in step for step in fix["steps"]), fix
+
+
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
     """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
     and the arch over ten. Either way the attention build has no variant for this GPU."""
