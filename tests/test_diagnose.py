@@ -225,6 +225,17 @@ def test_ansi_colour_and_carriage_return_progress_bars():
     assert hit.line == 2 and hit.excerpt.startswith("RuntimeError: CUDA out of memory.") and "\x1b" not in hit.excerpt
 
 
+def test_a_message_split_across_lines_is_quoted_as_its_lines_with_spaces_between():
+    log = ("Collecting pkg\n  Building wheel for pkg (setup.py) ... error\n  running build_ext\nRuntimeError:\n"
+           "      The detected CUDA version (12.3) mismatches the version that was used to compile\n"
+           "      PyTorch (11.8). Please make sure to use the same CUDA versions.\n")
+    ids, result = found_ids(log)
+    hit = result.hits["extension.cuda_version_mismatch"]
+    assert hit.line == 5 and hit.excerpt == (
+        "RuntimeError: The detected CUDA version (12.3) mismatches the version that was used to compile "
+        "PyTorch (11.8). Please make sure to use the same CUDA versions.")
+
+
 def test_binary_garbage_and_invalid_utf8(tmp_path):
     garbage = bytes(range(256)) * 4000 + b"\xff\xfe\x00\x00\xc3(\n"
     data = garbage + b"ModuleNotFoundError: No module named 'thop'\n" + garbage

@@ -102,6 +102,16 @@ class ScanResult:
         return found[-most:]
 
 
+def _lines_around(text: bytes, breaks: List[int], index: int) -> str:
+    """Line ``index`` of ``text`` (``breaks``: where its line breaks are) with the lines either side, joined by
+    spaces: how a match that a line break split is shown, where the joined window it was found in runs lines
+    together without a gap."""
+    start = breaks[index - 2] + 1 if index >= 2 else 0
+    stop = breaks[index + 1] if index + 1 < len(breaks) else len(text)
+    lines = (clean(line).strip() for line in text[start:stop].split(b"\n"))
+    return " ".join(line for line in lines if line)
+
+
 def _shorten(text: str) -> str:
     return text if len(text) <= EXCERPT else text[:EXCERPT - 3] + "..."
 
@@ -321,7 +331,8 @@ class Scanner:
                         break
                     window = clean(joined[start:stop])
                     result.examined += stop - start
-                    line = result.tail_first_line + bisect.bisect_left(breaks, original)
+                    index = bisect.bisect_left(breaks, original)
+                    line = result.tail_first_line + index
                     for failure, pattern in candidates:
                         groups = pattern.match(window)
                         if groups is None:
@@ -330,10 +341,12 @@ class Scanner:
                             result.clues.add(failure.id)
                             for name, value in dict(failure.values, **groups).items():
                                 result.values.setdefault(name, value)
-                        elif _is_family(failure):
-                            _family_hit(failure, groups, line, window, result, new_only=True)
+                            continue
+                        shown = _lines_around(text, breaks, index) if glue is not None else window
+                        if _is_family(failure):
+                            _family_hit(failure, groups, line, shown, result, new_only=True)
                         elif failure.id not in result.hits:
-                            result.hits[failure.id] = Hit(failure, line, _shorten(window.strip()), groups)
+                            result.hits[failure.id] = Hit(failure, line, _shorten(shown.strip()), groups)
 
     def _search(self, buffer: bytes, end: int, line_base: int, result: ScanResult) -> None:
         if self.anchors is None:
