@@ -1662,6 +1662,32 @@ def test_set_103s_readings_mamba_modules_pycuda_and_tritons_launcher():
     assert not any("Triton" in step for step in fix["steps"]), fix
 
 
+def test_set_104s_readings_singularity_peers_cuda_path_and_kepler():
+    """Read where written: Singularity and Apptainer's --nv warn when no driver library is in the host's loader cache
+    ('NVIDIA' before 3.5, 'nv' since); a Singularity prompt or command puts --nv first among the ways to make torch
+    see the GPU; CUDA's peer limit, torch's CUDA_PATH and Kepler's last indexes are said in the steps."""
+    for warning in ("WARNING: Could not find any NVIDIA libraries on this host!\n",
+                    "WARNING: Could not find any nv libraries on this host!\n"):
+        assert found_ids(warning)[0] == ["container.no_host_driver"]
+    _, fix, _ = _fix_of("$ singularity exec --nv ./c.sif python main.py\n"
+                        "WARNING: Could not find any nv libraries on this host!\n")
+    assert "nvliblist.conf" in fix["steps"][0], fix
+    _, fix, _ = _fix_of("WARNING: Could not find any nv libraries on this host!\n")
+    assert not any("nvliblist.conf" in step for step in fix["steps"]), fix  # no Singularity in the log
+    lightning = "MisconfigurationException: You requested GPUs: [0]\n But your machine only has: []\n"
+    _, fix, _ = _fix_of("Singularity> python3 train.py\n" + lightning)
+    assert "--nv" in fix["steps"][0], fix
+    _, fix, _ = _fix_of("$ python3 train.py\n" + lightning)
+    assert not any("--nv" in step for step in fix["steps"]), fix
+    _, fix, _ = _fix_of("RuntimeError: CUDA error: peer mapping resources exhausted\n")
+    assert "at most eight peer connections" in fix["steps"][0], fix
+    _, fix, _ = _fix_of("The detected CUDA version (12.3) mismatches the version that was used to compile\n"
+                        "      PyTorch (11.8). Please make sure to use the same CUDA versions.\n")
+    assert any("CUDA_PATH" in step for step in fix["steps"]), fix
+    _, fix, _ = _fix_of("RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    assert any("TORCH_CUDA_ARCH_LIST=3.5" in step for step in fix["steps"]), fix
+
+
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
     """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
     and the arch over ten. Either way the attention build has no variant for this GPU."""
