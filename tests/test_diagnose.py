@@ -1686,6 +1686,11 @@ def test_set_104s_readings_singularity_peers_cuda_path_and_kepler():
     assert any("CUDA_PATH" in step for step in fix["steps"]), fix
     _, fix, _ = _fix_of("RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
     assert any("TORCH_CUDA_ARCH_LIST=3.5" in step for step in fix["steps"]), fix
+    _, fix, _ = _fix_of("RuntimeError: Found no NVIDIA driver on your system. Please check that you\n")
+    assert fix["steps"][-1].startswith("On a machine without an NVIDIA GPU, run on the CPU"), fix
+    from preflight.facts import platform
+    markers = platform.conditions({"container_runtime": "singularity"}, None, from_log=True)
+    assert "when_singularity" in markers and "when_containerd_runtime" not in markers, markers
 
 
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():

@@ -62,11 +62,11 @@ def conditions(run: Dict[str, str], facts: Optional[SnapshotView], from_log: boo
     holds["when_jax"] = run.get("framework") == "jax"
     holds["when_torch"] = not holds["when_paddle"] and not holds["when_jax"]
     holds.update(when_jetson=jetson, when_not_jetson=not jetson, when_operator=operator,
-                 when_slurm=bool(run.get("slurm")), when_singularity=run.get("container_engine") == "singularity",
+                 when_slurm=bool(run.get("slurm")), when_singularity=runtime == "singularity",
                  when_bridge_network=run.get("container_network") == "bridge",
                  when_container_network=run.get("container_network") in ("bridge", "own"),
                  when_docker_runtime=runtime == "docker", when_crio_runtime=runtime == "cri-o",
-                 when_containerd_runtime=runtime not in ("docker", "cri-o"))
+                 when_containerd_runtime=runtime not in ("docker", "cri-o", "singularity"))
     holds["when_python_32bit"] = run.get("python_bits") == "32"
     holds["when_ultralytics_load"] = run.get("ultralytics_load") == "yes"
     holds["when_akmods"] = run.get("driver_build") == "akmods"
