@@ -408,7 +408,7 @@ def test_a_malformed_answer_is_exit_2_naming_the_url(answer, problem):
 
 
 @pytest.mark.parametrize("url", ["http://[::1", "http://", "http://:10480", "http://gpu07:99999", "http://gpu07:abc/",
-                                 "https://[zz]/", "http://gpu07 :10480", "http://gpu07:0"])
+                                 "https://[zz]/", "http://[::1]@", "http://gpu07 :10480", "http://gpu07:0"])
 def test_a_malformed_url_is_exit_2_naming_it_before_anything_is_fetched(url):
     completed = run_cli("fleet", url, "--format", "json")
     assert completed.returncode == 2 and "is not a URL fleet can fetch" in completed.stderr, completed.stderr

@@ -138,7 +138,7 @@ def check_url(url: str) -> None:
     except ValueError as exc:
         raise PreflightError("%s is not a URL fleet can fetch: %s" % (url, exc),
                              "give http://HOST:PORT of a preflight serve, e.g. http://gpu07:10480")
-    if "[" in parts.netloc:  # Python 3.11 checks a bracketed host itself; 3.8 lets https://[zz]/ through
+    if host and "[" in parts.netloc:  # Python 3.11 checks a bracketed host itself; 3.8 lets https://[zz]/ through
         try:
             ipaddress.IPv6Address(host.partition("%")[0])
         except ValueError:
