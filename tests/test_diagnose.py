@@ -1693,6 +1693,42 @@ def test_set_104s_readings_singularity_peers_cuda_path_and_kepler():
     assert "when_singularity" in markers and "when_containerd_runtime" not in markers, markers
 
 
+def test_set_105s_readings_jax_on_the_cpu_cupy_not_built_and_what_pips_list_says():
+    """Read where written: JAX's three wordings for settling on the CPU; CuPy 1-9's 'not correctly installed'; pip's
+    '(from versions: ...)', where the torch 0.1.2 placeholder alone means no wheel for the interpreter and a list of
+    only newer releases means a Python newer than the pinned release (or an index that starts later)."""
+    for warning in ("UserWarning: No GPU/TPU found, falling back to CPU.\n",
+                    "WARNING:absl:No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun for "
+                    "more info.)\n",
+                    "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. "
+                    "Falling back to cpu.\n"):
+        assert found_ids(warning)[0] == ["jax.cuda_backend_failed"], warning
+        _, fix, _ = _fix_of(warning)
+        assert fix["steps"][0].startswith("JAX loaded no GPU backend"), fix
+    _, fix, _ = _fix_of("CUDA backend failed to initialize: Unable to load CUDA.\n")
+    assert not any("no GPU backend" in step for step in fix["steps"]), fix  # the plugin is there, and failed
+    _, fix, _ = _fix_of("C:\\Users\\me> python run.py\nNo GPU/TPU found, falling back to CPU.\n")
+    assert fix["steps"][0].startswith("JAX has no NVIDIA GPU support on native Windows"), fix
+    assert found_ids("ImportError: CuPy is not correctly installed.\n")[0] == ["module.compiled_part_missing"]
+    _, fix, _ = _fix_of("ImportError: CuPy is not correctly installed.\n")
+    assert fix["steps"][0].startswith("CuPy's compiled core did not import"), fix
+    _, fix, _ = _fix_of("ERROR: Could not find a version that satisfies the requirement torch===1.4.0 (from versions: "
+                        "0.1.2, 0.1.2.post1, 0.1.2.post2)\n")
+    assert fix["steps"][0].startswith("pip found only torch 0.1.2, the placeholder"), fix
+    _, fix, _ = _fix_of("ERROR: Could not find a version that satisfies the requirement torch==2.5.1 (from versions: "
+                        "2.6.0+cu124, 2.7.0)\n")
+    assert fix["steps"][0].startswith("pip lists only releases newer than torch==2.5.1"), fix
+    assert "(the oldest is 2.6.0+cu124)" in fix["steps"][0], fix
+    for listed in ("2.4.0, 2.6.0", "none"):  # an older release is there, or nothing at all: no such step
+        _, fix, _ = _fix_of("ERROR: Could not find a version that satisfies the requirement torch==2.5.1 (from "
+                            "versions: %s)\n" % listed)
+        assert not fix["steps"][0].startswith("pip lists only releases newer"), fix
+    ids, _ = found_ids("ModuleNotFoundError: No module named 'simple_knn'\n$ pip install submodules\\simple-knn\n"
+                       "ERROR: Could not find a version that satisfies the requirement submodulessimple-knn (from "
+                       "versions: none)\n")
+    assert ids[:2] == ["pip.no_matching_distribution", "module.missing"], ids
+
+
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
     """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
     and the arch over ten. Either way the attention build has no variant for this GPU."""

@@ -249,7 +249,26 @@ def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, s
         if driver_cuda:
             values.update(driver_cuda=driver_cuda, run_driver_cuda=driver_cuda)
     values.update(_oom_values(ruleset, run))
+    oldest = _oldest_listed_if_newer(groups.get("requirement", ""), groups.get("pip_versions", ""))
+    if oldest:
+        values["pip_oldest_listed"] = oldest
     return values
+
+
+def _oldest_listed_if_newer(requirement: str, listed: str) -> Optional[str]:
+    """The oldest version in pip's "(from versions: ...)" when every one is newer than the version pinned
+    (name==X): the interpreter is newer than release X supports."""
+    from packaging.version import InvalidVersion, Version
+
+    name, _, pinned = requirement.partition("==")
+    try:
+        wanted = Version(pinned.lstrip("=")).release
+        versions = sorted(Version(v.strip()) for v in listed.split(",") if v.strip())
+    except InvalidVersion:
+        return None
+    if not name or not versions or any(v.release <= wanted for v in versions):
+        return None
+    return str(versions[0])
 
 
 # What a related check says of this machine's other packages: a fix for one missing module does not speak of them.
@@ -277,7 +296,9 @@ def _from_the_line(groups: Dict[str, str], ruleset: RuleSet, facts: Optional[Sna
     return {"pip_unknown": (
         "preflight does not know which package provides the module '%s', so it prints no pip command: find the "
         "package in the project's requirements.txt or documentation (a package named like a module can be someone "
-        "else's)" % module.split(".")[0])}
+        "else's); a module of the project itself, in a folder or git submodule of the repository, is installed from "
+        "that folder: git submodule update --init --recursive fetches a submodule, and pip is given the folder's path"
+        % module.split(".")[0])}
 
 
 COMPANIONS = ("torchvision", "torchaudio")  # built for one torch release and build: never a plain pip install

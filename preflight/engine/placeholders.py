@@ -40,6 +40,9 @@ LOG_VALUES = {
     "nc": "the number of classes a YOLO data YAML declares",
     "node": "a cluster node's name (Slurm's messages)",
     "triton_requirement": "empty, present when the requirement pip found no version of is triton: shows Triton's own step",
+    "pip_versions": "the versions pip lists as found for this interpreter (from versions: ...); gives {pip_oldest_listed}",
+    "placeholder_torch": "the torch 0.1.2 placeholder pip fell back to where PyPI had no torch wheel for the Python",
+    "cupy_core_missing": "empty, present when CuPy 1-9 said it is not correctly installed: shows CuPy's own step",
 }
 # Values computed from a named group (see diagnose.diagnosis).
 # The torch to install (torch_wheels.fix_values) follows from the driver's CUDA and the GPU the log names.
@@ -47,7 +50,8 @@ WHEEL_VALUES = ("index_url", "arch_index_url", "torch_pins", "wheel_cuda", "whee
                 "wheel_note", "no_wheel", "archived_torch", "wheel_basis")
 DERIVED_FROM_GROUPS = {"driver_cuda_code": ("driver_cuda", "run_driver_cuda") + WHEEL_VALUES,
                        "missing": ("missing_pip", "pip_unknown", "companion_pins", "companion_index_url",
-                                   "companion_unpaired"), "gpu_sm": WHEEL_VALUES}
+                                   "companion_unpaired"), "gpu_sm": WHEEL_VALUES,
+                       "pip_versions": ("pip_oldest_listed",)}
 # What a clue may capture: the run's own values, as templates see them with the run_ prefix.
 CLUE_VALUES = {
     "python": "the run's Python version (YOLO banner)",
