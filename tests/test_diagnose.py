@@ -1707,8 +1707,9 @@ def test_set_105s_readings_jax_on_the_cpu_cupy_not_built_and_what_pips_list_says
         assert fix["steps"][0].startswith("JAX loaded no GPU backend"), fix
     _, fix, _ = _fix_of("CUDA backend failed to initialize: Unable to load CUDA.\n")
     assert not any("no GPU backend" in step for step in fix["steps"]), fix  # the plugin is there, and failed
-    _, fix, _ = _fix_of("C:\\Users\\me> python run.py\nNo GPU/TPU found, falling back to CPU.\n")
-    assert fix["steps"][0].startswith("JAX has no NVIDIA GPU support on native Windows"), fix
+    for prompt in ("C:\\Users\\me> python run.py\n", "(jax) D:\\work\\maxim>python run.py\n"):  # a cmd prompt too
+        _, fix, _ = _fix_of(prompt + "No GPU/TPU found, falling back to CPU.\n")
+        assert fix["steps"][0].startswith("JAX has no NVIDIA GPU support on native Windows"), fix
     assert found_ids("ImportError: CuPy is not correctly installed.\n")[0] == ["module.compiled_part_missing"]
     _, fix, _ = _fix_of("ImportError: CuPy is not correctly installed.\n")
     assert fix["steps"][0].startswith("CuPy's compiled core did not import"), fix
