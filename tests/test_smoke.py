@@ -682,5 +682,8 @@ def test_the_fit_keeps_its_budget_inside_its_steps(torch_python, tmp_path):
                         "--format", "json", subprocess_only=True)
     found, _ = results(completed)
     message = found["smoke.fit"]["message"]
-    assert re.search(r"in [\d.]+ s of its 10.0 s budget; batch 2's step 1 would take about 6 s \(a step of batch 1 "
-                     r"took 3.\d s\) and end after its 10 s budget: batch 1: 3[.\d]* s per step$", message), message
+    said = re.search(r"in [\d.]+ s of its 10.0 s budget; batch 2's step 1 would take about (\d+) s \(a step of batch "
+                     r"1 took (3\.\d) s\) and end after its 10 s budget: batch 1: 3[.\d]* s per step$", message)
+    assert said, message
+    # twice batch 1's step, whatever a loaded machine adds to the 3 s sleep (3.4 s gave "about 7 s" in CI)
+    assert abs(int(said.group(1)) - 2 * float(said.group(2))) <= 0.5, message
