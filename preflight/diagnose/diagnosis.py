@@ -257,16 +257,17 @@ def _derived(groups: Dict[str, str], ruleset: RuleSet, run: Optional[Dict[str, s
 
 def _oldest_listed_if_newer(requirement: str, listed: str) -> Optional[str]:
     """The oldest version in pip's "(from versions: ...)" when every one is newer than the version pinned
-    (name==X): the interpreter is newer than release X supports."""
+    (name==X or name===X): the interpreter is newer than release X supports, or the index starts later."""
+    from packaging.requirements import InvalidRequirement, Requirement
     from packaging.version import InvalidVersion, Version
 
-    name, _, pinned = requirement.partition("==")
     try:
-        wanted = Version(pinned.lstrip("=")).release
+        pins = [Version(spec.version).release for spec in Requirement(requirement).specifier
+                if spec.operator in ("==", "===")]
         versions = sorted(Version(v.strip()) for v in listed.split(",") if v.strip())
-    except InvalidVersion:
+    except (InvalidRequirement, InvalidVersion):
         return None
-    if not name or not versions or any(v.release <= wanted for v in versions):
+    if len(pins) != 1 or not versions or any(v.release <= pins[0] for v in versions):
         return None
     return str(versions[0])
 
