@@ -97,6 +97,7 @@ CLUE_VALUES = {
     "cuda_allocator": "cudaMallocAsync when the run's torch allocates with it (ComfyUI's device line and default, PYTORCH_CUDA_ALLOC_CONF)",
     "yolox_occupy": "yes when YOLOX's -o (--occupy) preallocation ran (its tools/train.py command line, occupy_mem in a traceback)",
     "cudnn_failed": "yes when a cuDNN call failed (a CUDNN_STATUS_ name other than SUCCESS)",
+    "build_failed": "yes when a native build failed (pip's Failed building wheel, torch's Error compiling objects for extension)",
     "ultralytics_load": "yes when the traceback shows Ultralytics' own checkpoint loader (nn/tasks.py torch_safe_load, attempt_load_one_weight)",
     "deepspeed_op": "the file of DeepSpeed's ops package a traceback frame names (adam/fused_adam.py): the call is one of DeepSpeed's CUDA extensions",
 }
