@@ -42,7 +42,7 @@ PACKAGES = ("torch", "torchvision", "torchaudio", "numpy", "Pillow", "opencv-pyt
             "opencv-contrib-python", "opencv-contrib-python-headless", "setuptools", "thop", "ipython", "PyYAML",
             "matplotlib", "pandas", "seaborn", "tqdm", "requests", "psutil", "scipy", "tensorboard", "nvidia-ml-py",
             "typing_extensions", "huggingface_hub", "pynvml", "protobuf", "ninja", "bitsandbytes", "onnxruntime",
-            "onnxruntime-gpu", "jax", "torchmetrics")
+            "onnxruntime-gpu", "jax", "torchmetrics", "pytorch-lightning")
 # Platforms as preflight names them -> how a wheel's platform tag says it.
 PLATFORMS = {"linux_x86_64": ("manylinux", "x86_64"), "linux_aarch64": ("manylinux", "aarch64"),
              "windows": ("win_amd64", "")}

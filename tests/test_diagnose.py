@@ -1730,6 +1730,44 @@ def test_set_105s_readings_jax_on_the_cpu_cupy_not_built_and_what_pips_list_says
     assert ids[:2] == ["pip.no_matching_distribution", "module.missing"], ids
 
 
+
+def test_set_106s_readings_numba_launches_lightning_flags_open3d_cub_and_thinc():
+    """Read where written: Numba names the driver call, and a launch refused as an invalid value is the code's launch
+    configuration (no finding); Lightning 2.0's removed Trainer flags in both of Python's wordings; Open3D's fallback
+    to a CPU module it lacks; pytorch3d's CUB warning only beside a failed build; thinc's three refusals."""
+    assert found_ids("numba.cuda.cudadrv.driver.CudaAPIError: Call to cuLaunchKernel results in "
+                     "CUDA_ERROR_INVALID_VALUE\n")[0] == []
+    ids, _ = found_ids("numba.cuda.cudadrv.driver.CudaAPIError: Call to cuMemcpyHtoD results in CUDA_ERROR_INVALID_VALUE\n")
+    assert ids == ["cuda.runtime_error"], ids  # another call with the same result is still the family's row
+    _, report = diagnose_json("numba.cuda.cudadrv.driver.CudaAPIError: [700] Call to cuCtxSynchronize results in "
+                              "UNKNOWN_CUDA_ERROR\n", "--no-facts")
+    assert report["matches"][0]["key"] == "cuda.runtime_error/cudaErrorIllegalAddress", report
+    for said in ("TypeError: Trainer.__init__() got an unexpected keyword argument 'gpus'\n",
+                 "TypeError: __init__() got an unexpected keyword argument 'gpus'\n"):
+        _, report = diagnose_json(said, "--no-facts")
+        assert report["matches"][0]["key"] == "python.api_removed/gpus", report
+        _, fix, _ = _fix_of(said)
+        assert "devices=N" in fix["steps"][0], fix
+    for other in ("TypeError: Accelerator.__init__() got an unexpected keyword argument 'gpus'\n",
+                  "TypeError: Trainer.__init__() got an unexpected keyword argument 'max_epoch'\n",
+                  "AttributeError: module 'torch' has no attribute 'gpus'\n"):
+        assert "python.api_removed" not in found_ids(other)[0], other
+    ids, _ = found_ids("ModuleNotFoundError: No module named 'open3d.cpu'\n")
+    assert ids == ["open3d.cuda_module_unloaded"], ids
+    _, fix, _ = _fix_of("ModuleNotFoundError: No module named 'open3d.cpu'\n")
+    assert "reinstall the NVIDIA driver" in fix["steps"][0] and "ImportWarning" in fix["commands"][-1], fix
+    warning = ("UserWarning: The environment variable `CUB_HOME` was not found. NVIDIA CUB is required for "
+               "compilation and can be downloaded from `https://github.com/NVIDIA/cub/releases`.\n")
+    assert found_ids(warning)[0] == []  # a successful build prints it too
+    assert found_ids(warning + "  ERROR: Failed building wheel for pytorch3d\n")[0][0] == "extension.cub_missing"
+    assert found_ids("pytorch3d/csrc/nearest_neighbor_points/nearest_neighbor_points.cu(231): error: a pointer to a "
+                     "bound function may only be used to call the function\n")[0] == ["torch.older_than_code"]
+    for refusal in ("ValueError: GPU is not accessible. Was the library installed correctly?\n",
+                    "ValueError: No GPU devices detected\n", "ValueError: Cannot use GPU, CuPy is not installed\n"):
+        assert found_ids(refusal)[0] == ["thinc.gpu_unusable"], refusal
+        _, fix, _ = _fix_of(refusal)
+        assert "cupy.zeros" in fix["commands"][0], fix
+
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
     """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
     and the arch over ten. Either way the attention build has no variant for this GPU."""
