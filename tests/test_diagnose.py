@@ -1768,6 +1768,40 @@ def test_set_106s_readings_numba_launches_lightning_flags_open3d_cub_and_thinc()
         _, fix, _ = _fix_of(refusal)
         assert "cupy.zeros" in fix["commands"][0], fix
 
+def test_set_107s_readings_ctranslate2_compute_types_dgl_cpu_build_and_nccl_headers():
+    """Read where written: CTranslate2's refusal names the compute type, and the table says where each one runs;
+    DGL's CPU build in both device names; NCCL's header missing in Horovod's two wordings and gcc's, but not CMake's
+    status line of a build that goes on without NCCL; cuda.h missing is the CUDA toolkit missing."""
+    for compute, support in (("float16", "compute capability 7.0"), ("bfloat16", "compute capability 8.0"),
+                             ("int8", "6.1"), ("int16", "Intel MKL")):
+        said = ("ValueError: Requested %s compute type, but the target device or backend do not support efficient "
+                "%s computation.\n" % (compute, compute))
+        _, report = diagnose_json(said, "--no-facts")
+        assert report["matches"][0]["key"] == "ctranslate2.compute_type_unsupported/" + compute, report
+        assert support in report["matches"][0]["cause"], report["matches"][0]["cause"]
+    assert found_ids("ValueError: Requested float8 compute type, but the target device or backend do not support "
+                     "efficient float8 computation.\n")[0] == []  # a type the table does not know is no finding
+    macos = ("  File \"/Library/Frameworks/Python.framework/Versions/3.11/lib/python3.11/site-packages/whisperx/asr.py\", "
+             "line 289, in load_model\nValueError: Requested float16 compute type, but the target device or backend do "
+             "not support efficient float16 computation.\n")
+    _, fix, _ = _fix_of(macos)
+    assert "int8" in fix["steps"][0] and len(fix["commands"]) == 1, fix  # no CUDA check on macOS
+    for said in ("Check failed: allow_missing: Device API gpu is not enabled. Please install the cuda version of dgl.\n",
+                 "DGLError: Check failed: allow_missing: Device API cuda is not enabled. Please install the cuda "
+                 "version of dgl.\n"):
+        assert found_ids(said)[0] == ["dgl.cpu_build"], said
+        _, fix, _ = _fix_of(said)
+        assert "Uninstall every DGL package" in fix["steps"][0], fix
+    for said in ("horovod/common/ops/nccl_operations.h:22:10: fatal error: nccl.h: No such file or directory\n",
+                 "error: NCCL 2.0 library or its later version was not found (see error above).\n",
+                 "CMake Error at /usr/share/cmake-3.16/Modules/FindPackageHandleStandardArgs.cmake:146 (message):\n"
+                 "  Could NOT find NCCL (missing: NCCL_INCLUDE_DIR NCCL_LIBRARY)\n"):
+        assert found_ids(said)[0] == ["build.nccl_missing"], said
+    assert found_ids("-- Could NOT find NCCL (missing: NCCL_INCLUDE_DIR NCCL_LIBRARY)\n")[0] == []
+    assert found_ids("THCGeneral.h:9:18: fatal error: cuda.h: No such file or directory\n")[0] == [
+        "extension.cuda_home_missing"]
+
+
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
     """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
     and the arch over ten. Either way the attention build has no variant for this GPU."""
