@@ -789,6 +789,9 @@ def test_real_slurm_reports_fill_the_folder_fleet_reads(cluster, tmp_path):
         cluster.health_runs(1)
     finally:
         cluster.set_extra()
+    # health_runs returns once the next run has started, and that run read --report-dir too: let it finish its
+    # write (its temporary file is renamed at the end) before the folder is looked at.
+    cluster.health_runs(1)
     kept = reports / ("%s.json" % NODE)
     assert kept.exists(), list(reports.iterdir())
     import json
