@@ -1802,6 +1802,33 @@ def test_set_107s_readings_ctranslate2_compute_types_dgl_cpu_build_and_nccl_head
         "extension.cuda_home_missing"]
 
 
+def test_set_108s_readings_mps_unavailable_tensorflow_mixed_releases_dlib_without_cudnn_and_stale_jit_builds():
+    """Read where written: torch's MPS refusal names a fixed macOS version, so the fix compares it and also names a
+    process without a Metal device; Keras's generic_utils lacking its own release's function is two releases mixed;
+    dlib's CMake without cuDNN; a JIT-built '_cuda' module lacking a function is another version's build."""
+    for said in ("RuntimeError: The MPS backend is supported on MacOS 12.3+.Current OS version can be queried using "
+                 "`sw_vers`\n",
+                 "RuntimeError: The MPS backend is supported on macOS 14.0+. Current OS version can be queried using "
+                 "`sw_vers`\n"):
+        _, report = diagnose_json(said, "--no-facts")
+        assert report["matches"][0]["key"] == "torch.mps_macos_too_old", report
+        _, fix, _ = _fix_of(said)
+        assert "no Metal device" in " ".join(fix["steps"]) and "sw_vers -productVersion" in fix["commands"], fix
+    for said in ("AttributeError: module 'tensorflow.python.keras.utils.generic_utils' has no attribute "
+                 "'populate_dict_with_module_objects'\n",
+                 "AttributeError: module 'keras.utils.generic_utils' has no attribute 'populate_dict_with_module_objects'\n"):
+        assert found_ids(said)[0] == ["tensorflow.keras_mismatch"], said
+    assert found_ids("-- *** cuDNN V5.0 OR GREATER NOT FOUND.   ***\n")[0] == ["dlib.cudnn_not_found"]
+    assert found_ids("-- Found cuDNN: /usr/local/cuda/lib64/libcudnn.so\n-- Enabling CUDA support for dlib.  DLIB WILL "
+                     "USE CUDA\n")[0] == []
+    said = "AttributeError: module 'gsplat_cuda' has no attribute 'fully_fused_projection_fwd'\n"
+    _, report = diagnose_json(said, "--no-facts")
+    assert report["matches"][0]["key"] == "extension.version_mismatch", report
+    assert "gsplat_cuda has no fully_fused_projection_fwd" in report["matches"][0]["context"], report
+    assert found_ids("AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'\n")[0] != [
+        "extension.version_mismatch"]  # torch's own CPU build is not an extension's stale build
+
+
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
     """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
     and the arch over ten. Either way the attention build has no variant for this GPU."""
