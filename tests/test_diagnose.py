@@ -1829,6 +1829,39 @@ def test_set_108s_readings_mps_unavailable_tensorflow_mixed_releases_dlib_withou
         "extension.version_mismatch"]  # torch's own CPU build is not an extension's stale build
 
 
+def test_set_109s_readings_gpumd_checks_opencv_dnn_without_cuda_cumm_cpu_builds_nerfacc_and_the_distributions_nvcc():
+    """Read where written: GPUMD's CHECK macro spreads a CUDA error over lines of its own; OpenCV's DNN module without
+    a CUDA build (its warning, or an OpenCV older than the backend); OpenCV's CMake without cuDNN; cumm's tensorview
+    without CUDA; NerfAcc without nvcc; distutils naming /usr/bin/nvcc, the distribution's compiler."""
+    gpumd = ("CUDA Error:\n    File:       main_nep/dataset.cu\n    Line:       307\n    Error code: 222\n"
+             "    Error text: the provided PTX was compiled with an unsupported toolchain.\n")
+    _, report = diagnose_json(gpumd, "--no-facts")
+    assert report["matches"][0]["key"] == "cuda.runtime_error/cudaErrorUnsupportedPtxVersion", report
+    # the same macro for input errors names no CUDA error
+    assert found_ids("Input Error:\n    File:       src/main.cu\n    Line:       42\n"
+                     "    Error text: 'foo' is an invalid keyword.\n")[0] == []
+    for said in ("[ WARN:0@1.673] global net_impl.cpp:174 setUpNet DNN module was not built with CUDA backend; "
+                 "switching to CPU\n",
+                 "    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_CUDA)\n"
+                 "AttributeError: module 'cv2.dnn' has no attribute 'DNN_BACKEND_CUDA'\n"):
+        assert found_ids(said)[0] == ["opencv.dnn_no_cuda_backend"], said
+        _, fix, _ = _fix_of(said)
+        assert "OPENCV_DNN_CUDA=ON" in fix["steps"][0] and "getBuildInformation" in fix["commands"][0], fix
+    cmake = ("CMake Error at modules/dnn/CMakeLists.txt:53 (message):\n  DNN: CUDA backend requires cuDNN. Please "
+             "resolve dependency or disable OPENCV_DNN_CUDA=OFF\n")
+    assert found_ids(cmake)[0] == ["opencv.cmake_cudnn_missing"]
+    assert found_ids("ValueError: /io/include/tensorview/tensor.h(171)\ndon't compiled with cuda\n")[0] == [
+        "spconv.cumm_without_cuda"]
+    _, fix, _ = _fix_of("NerfAcc: No CUDA toolkit found. NerfAcc will be disabled.\n")
+    assert "pre-built NerfAcc wheel" in fix["steps"][0], fix
+    for said in ("error: command '/usr/bin/nvcc' failed with exit status 1\n",
+                 "error: command '/usr/bin/nvcc' failed with exit code 255\n"):
+        assert found_ids(said)[0] == ["extension.nvcc_too_old"], said
+    # NVIDIA's own toolkit failing is no distribution nvcc
+    assert found_ids("error: command '/usr/local/cuda/bin/nvcc' failed with exit status 1\n")[0] != [
+        "extension.nvcc_too_old"]
+
+
 def test_cutlass_attention_kernels_launched_on_another_architecture_are_read_in_both_wordings():
     """xformers' early kernel_forward.h printed the arch as compiled (750); the generated kernels since print a range
     and the arch over ten. Either way the attention build has no variant for this GPU."""
