@@ -1852,6 +1852,11 @@ def test_set_109s_readings_gpumd_checks_opencv_dnn_without_cuda_cumm_cpu_builds_
     assert found_ids(cmake)[0] == ["opencv.cmake_cudnn_missing"]
     assert found_ids("ValueError: /io/include/tensorview/tensor.h(171)\ndon't compiled with cuda\n")[0] == [
         "spconv.cumm_without_cuda"]
+    # a CPU-only cumm and a mismatched pair are mended the same way: one fix, so the two cannot drift apart
+    _, cpu_only_fix, _ = _fix_of("ValueError: /io/include/tensorview/tensor.h(171)\ndon't compiled with cuda\n")
+    _, mismatch_fix, _ = _fix_of("ImportError: arg(): could not convert default argument 'timer: tv::CUDAKernelTimer' "
+                                 "in method 'x' into a Python object\n")
+    assert cpu_only_fix == mismatch_fix and "importlib.metadata" in cpu_only_fix["commands"][0], cpu_only_fix
     _, fix, _ = _fix_of("NerfAcc: No CUDA toolkit found. NerfAcc will be disabled.\n")
     assert "pre-built NerfAcc wheel" in fix["steps"][0], fix
     for said in ("error: command '/usr/bin/nvcc' failed with exit status 1\n",
